@@ -1,0 +1,1 @@
+"""The compact trainer: chat template, packing, SFT, GRPO and the cascade runner."""
