@@ -25,7 +25,10 @@ app = typer.Typer(
 @app.callback()
 def _root(
     lake: str = typer.Option(
-        None, "--lake", help="Lake directory (default: $CASCADE_LAKE or ./lake).", envvar="CASCADE_LAKE"
+        None,
+        "--lake",
+        help="Lake directory (default: $CASCADE_LAKE or ./lake).",
+        envvar="CASCADE_LAKE",
     ),
     debug: bool = typer.Option(False, "--debug", help="Show full tracebacks on errors."),
 ) -> None:
@@ -52,10 +55,10 @@ def main() -> None:
     except CascadeError as exc:
         if debug:
             raise
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
         raise SystemExit(1) from None
     except (ValueError, FileNotFoundError, KeyError, RuntimeError) as exc:
         if debug:
             raise
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
         raise SystemExit(1) from None

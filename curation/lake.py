@@ -66,6 +66,10 @@ class LakeError(RuntimeError):
     """A lake operation failed for a reason the user can act on."""
 
 
+class EmptyCommitError(LakeError):
+    """A commit had no rows; nothing was written."""
+
+
 class LakeBusyError(LakeError):
     """Another process holds the lake's commit lock."""
 
@@ -428,7 +432,7 @@ class Lake:
         try:
             files, rows, schema = self._write_files(data, staging, name, contract)
             if rows == 0 and not allow_empty:
-                raise LakeError(f"refusing to commit an empty version of {name!r}")
+                raise EmptyCommitError(f"refusing to commit an empty version of {name!r}")
             with self._lock():
                 self._remove_orphans(table_dir)
                 existing = self.versions(name)
@@ -529,7 +533,7 @@ class Lake:
             if writer is not None:
                 writer.close()
         if schema is None:
-            raise LakeError(f"refusing to commit {name!r}: no data (not even a schema) was given")
+            raise EmptyCommitError(f"refusing to commit {name!r}: no data was given")
         for fname in files:
             with open(staging / fname, "rb") as fh:
                 os.fsync(fh.fileno())
