@@ -1,0 +1,203 @@
+"""Ingest of every format and every shared source, and every bad-input case."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from curation.ingest import IngestError, ingest, parse_mapping
+from curation.lake import Lake
+
+ROWS = [
+    {"problem": "What is 2+2?", "answer": 4, "level": 1, "tags": ["easy"]},
+    {"problem": "Solve x^2=9 for x>0.", "answer": "3", "level": 2, "tags": []},
+    {"problem": "  what is 2+2? ", "answer": 4, "level": 1, "tags": ["dup"]},
+]
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_jsonl_rows_get_stable_ids_and_keep_unknown_fields(lake: Lake, tmp_path: Path) -> None:
+    report = ingest(lake, [str(write_jsonl(tmp_path / "a.jsonl", ROWS))], "raw")
+    frame = pl.from_arrow(lake.read("raw"))
+    assert report.version.rows == 3
+    assert frame["source"].to_list() == ["a"] * 3
+    assert frame["source_id"].to_list() == ["1", "2", "3"]  # line numbers when no id field
+    assert frame["answer"].to_list() == ["4", "3", "4"]
+    ids = frame["id"].to_list()
+    assert ids[0] == ids[2] and ids[0] != ids[1]  # same normalized prompt, same id
+    assert json.loads(frame["metadata"][0]) == {"level": 1, "tags": ["easy"]}
+
+
+@pytest.mark.parametrize("fmt", ["json", "parquet", "csv", "hf-disk"])
+def test_other_formats_give_the_same_rows(lake: Lake, tmp_path: Path, fmt: str) -> None:
+    rows = [
+        {"problem": r["problem"], "answer": str(r["answer"]), "level": r["level"]} for r in ROWS
+    ]
+    if fmt == "json":
+        path = tmp_path / "s.json"
+        path.write_text(json.dumps(rows))
+    elif fmt == "parquet":
+        path = tmp_path / "s.parquet"
+        pl.DataFrame(rows).write_parquet(path)
+    elif fmt == "csv":
+        path = tmp_path / "s.csv"
+        pl.DataFrame(rows).write_csv(path)
+    else:
+        import datasets
+
+        path = tmp_path / "s_hf"
+        datasets.Dataset.from_list(rows).save_to_disk(str(path))
+    ingest(lake, [str(path)], "raw")
+    frame = pl.from_arrow(lake.read("raw"))
+    assert frame["problem"].to_list() == [r["problem"] for r in rows]
+    assert frame["answer"].to_list() == ["4", "3", "4"]
+    assert json.loads(frame["metadata"][1])["level"] in (2, "2")  # csv keeps text
+
+
+def test_hub_path_uses_datasets_load_dataset(lake: Lake, tmp_path: Path, monkeypatch) -> None:
+    import datasets
+
+    calls = []
+
+    def fake_load_dataset(name: str, split: str | None = None):
+        calls.append((name, split))
+        return datasets.Dataset.from_list([{"question": "Hub q?", "answer": "1"}])
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    ingest(lake, ["openai/gsm8k"], "hub", mapping={"problem": "question"}, split="train")
+    assert calls == [("openai/gsm8k", "train")]
+    assert lake.read("hub")["source"].to_pylist() == ["openai/gsm8k"]
+
+
+def test_hf_dataset_dict_needs_a_split(lake: Lake, tmp_path: Path) -> None:
+    import datasets
+
+    dd = datasets.DatasetDict(
+        {
+            "train": datasets.Dataset.from_list([{"problem": "a?"}]),
+            "test": datasets.Dataset.from_list([{"problem": "b?"}]),
+        }
+    )
+    dd.save_to_disk(str(tmp_path / "dd"))
+    with pytest.raises(IngestError, match=r"splits \['train', 'test'\]; choose one with --split"):
+        ingest(lake, [str(tmp_path / "dd")], "raw")
+    ingest(lake, [str(tmp_path / "dd")], "raw", split="test")
+    assert lake.read("raw")["problem"].to_pylist() == ["b?"]
+
+
+def test_mapping_and_missing_field_errors(lake: Lake, tmp_path: Path) -> None:
+    path = write_jsonl(
+        tmp_path / "q.jsonl", [{"question": "Q1?", "expected_answer": "7", "uid": "x"}]
+    )
+    with pytest.raises(
+        IngestError,
+        match=r"required field 'problem' not found; available fields: \['question', 'expected_answer', 'uid'\]",
+    ):
+        ingest(lake, [str(path)], "raw")
+    with pytest.raises(IngestError, match="no field 'nope'"):
+        ingest(lake, [str(path)], "raw", mapping={"problem": "question", "answer": "nope"})
+    mapping = parse_mapping("problem=question,answer=expected_answer,source_id=uid")
+    ingest(lake, [str(path)], "raw", mapping=mapping)
+    row = lake.read("raw").to_pylist()[0]
+    assert (row["problem"], row["answer"], row["source_id"], row["metadata"]) == (
+        "Q1?",
+        "7",
+        "x",
+        "{}",
+    )
+    with pytest.raises(IngestError, match="bad --map target 'prompt'"):
+        parse_mapping("prompt=question")
+
+
+def test_malformed_line_names_file_and_line_and_commits_nothing(lake: Lake, tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"problem": "ok?"}\n\n{"problem": "fine?"}\n{"problem": broken}\n[1, 2]\n')
+    with pytest.raises(IngestError, match=rf"{path}:4: malformed line"):
+        ingest(lake, [str(path)], "raw")
+    assert lake.tables() == []
+
+
+def test_on_error_skip_records_each_bad_line_in_drops(lake: Lake, tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"problem": "ok?"}\n\n{"problem": "fine?"}\n{"problem": broken}\n[1, 2]\n')
+    report = ingest(lake, [str(path)], "raw", on_error="skip")
+    assert report.version.rows == 2
+    drops = lake.sql("SELECT row_id, reason, step, version FROM drops ORDER BY row_id").fetchall()
+    assert drops == [
+        (f"{path}:4", "malformed", "ingest", 1),
+        (f"{path}:5", "malformed", "ingest", 1),
+    ]
+    detail = json.loads(lake.sql("SELECT detail FROM drops ORDER BY row_id").fetchall()[1][0])
+    assert detail["line"] == 5 and "expected a JSON object" in detail["error"]
+
+
+def test_bad_json_array_csv_and_empty_inputs(lake: Lake, tmp_path: Path) -> None:
+    bad_json = tmp_path / "bad.json"
+    bad_json.write_text('[\n {"problem": "a"},\n {"problem": }\n]')
+    with pytest.raises(IngestError, match=rf"{bad_json}:3: malformed JSON"):
+        ingest(lake, [str(bad_json)], "raw")
+    bad_csv = tmp_path / "bad.csv"
+    bad_csv.write_text('problem,answer\n"a?",1\n"b?",2,extra\n')
+    with pytest.raises(
+        IngestError, match=rf"{bad_csv}:3: malformed row: expected 2 fields, found 3"
+    ):
+        ingest(lake, [str(bad_csv)], "raw")
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    with pytest.raises(IngestError, match="no rows found .*nothing was committed"):
+        ingest(lake, [str(empty)], "raw")
+    blank = write_jsonl(tmp_path / "blank.jsonl", [{"problem": "a?"}, {"problem": "  "}])
+    with pytest.raises(IngestError, match=rf"{blank}:2: required field 'problem' is empty"):
+        ingest(lake, [str(blank)], "raw")
+    with pytest.raises(IngestError, match="no such file"):
+        ingest(lake, [str(tmp_path / "missing.jsonl")], "raw")
+    with pytest.raises(IngestError, match="unknown domain 'poetry'"):
+        ingest(lake, [str(blank)], "raw", domain="poetry")
+    assert lake.tables() == []
+
+
+def test_a_failed_ingest_keeps_the_previous_version(lake: Lake, tmp_path: Path) -> None:
+    good = write_jsonl(tmp_path / "good.jsonl", ROWS)
+    ingest(lake, [str(good)], "raw")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"problem": "x"}\n{oops\n')
+    with pytest.raises(IngestError):
+        ingest(lake, [str(good), str(bad)], "raw")
+    assert [v.version for v in lake.versions("raw")] == [1]
+    assert lake.read("raw").num_rows == 3
+
+
+SOURCES = {
+    "math_train.jsonl": ({}, "math", 7474),
+    "aime_1983_2023.jsonl": ({}, "math", 975),
+    "gsm8k_train.jsonl": ({"problem": "question"}, "math", 7473),
+    "leetcode_train.jsonl": ({}, "code", 1889),
+    "openmath_aops_threads.jsonl": ({"problem": "forum_post"}, "math", 10),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SOURCES))
+def test_every_shared_source_ingests(lake: Lake, shared_data: Path, name: str) -> None:
+    mapping, domain, rows = SOURCES[name]
+    path = shared_data / "sources" / name
+    report = ingest(lake, [str(path)], "src", mapping=mapping, domain=domain)
+    assert report.version.rows == rows
+    first = json.loads(path.read_text().split("\n")[0])
+    row = lake.read("src").slice(0, 1).to_pylist()[0]
+    kept = set(json.loads(row["metadata"]))
+    # Every source field is somewhere: a column or the metadata JSON.
+    assert set(first) - kept <= {mapping.get("problem", "problem"), "answer"}
+    assert row["problem"] == first[mapping.get("problem", "problem")]
+
+
+def test_all_shared_sources_line_counts_match(shared_data: Path) -> None:
+    for name, (_, _, rows) in SOURCES.items():
+        lines = [x for x in (shared_data / "sources" / name).read_text().split("\n") if x.strip()]
+        assert len(lines) == rows, name
