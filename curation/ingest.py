@@ -57,6 +57,7 @@ class IngestReport:
 
     version: VersionInfo
     rows_by_source: dict[str, int]
+    rows_by_path: dict[str, int] = field(default_factory=dict)
     malformed: list[Malformed] = field(default_factory=list)
     drops_version: VersionInfo | None = None
 
@@ -375,18 +376,21 @@ def ingest(
     for path in paths:
         source_format(path)  # fail fast on a missing file before writing anything
     rows_by_source: dict[str, int] = {}
+    rows_by_path: dict[str, int] = {}
     malformed: list[Malformed] = []
 
     def batches() -> Iterator[pa.RecordBatch]:
         for path in paths:
             name = source or _source_name(path)
             rows_by_source.setdefault(name, 0)
+            rows_by_path[path] = 0
             for item in read_chunks(path, on_error, split):
                 if isinstance(item, Malformed):
                     malformed.append(item)
                     continue
                 prompts = to_prompts(item, path=path, source=name, domain=domain, mapping=mapping)
                 rows_by_source[name] += prompts.height
+                rows_by_path[path] += prompts.height
                 yield from prompts.to_arrow().to_batches()
 
     params = {
@@ -407,7 +411,12 @@ def ingest(
             + (f" ({len(malformed)} malformed lines skipped)" if malformed else "")
             + "; nothing was committed"
         ) from None
-    report = IngestReport(version=version, rows_by_source=rows_by_source, malformed=malformed)
+    report = IngestReport(
+        version=version,
+        rows_by_source=rows_by_source,
+        rows_by_path=rows_by_path,
+        malformed=malformed,
+    )
     if malformed:
         drops = pl.DataFrame(
             {

@@ -1,0 +1,28 @@
+# Two entry points that work on a fresh machine (Python >= 3.11, no GPU, no network but PyPI):
+#   make demo   set up .venv and build the math_rl_v2 dataset from the bundled demo corpus
+#   make test   set up .venv, lint, and run the test suite
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: setup demo test
+
+$(BIN)/cascade: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	# The CPU build of torch; users with GPUs install their own torch first.
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(BIN)/cascade
+
+setup: $(BIN)/cascade
+
+demo: setup
+	rm -rf demo-lake
+	$(BIN)/cascade --lake demo-lake build dataset math_rl_v2 --profile demo
+	$(BIN)/cascade --lake demo-lake sql "SELECT step, reason, count(*) AS n FROM drops GROUP BY ALL ORDER BY n DESC"
+
+test: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python -m pytest -q

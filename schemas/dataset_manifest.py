@@ -1,0 +1,67 @@
+"""The dataset manifest a build writes: what was built, from what, how, and what was dropped."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class TablePin(BaseModel):
+    """A table version pinned by its content hash."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    ref: str = Field(description="name@version in the lake")
+    content_hash: str = Field(description="sha256 over the version's Parquet files")
+    rows: int
+
+
+class SourceFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    path: str
+    rows: int
+
+
+class BenchmarkUsed(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    items: int
+    content_hash: str
+    origin: str = Field(description="local file path or hub dataset id")
+
+
+class FunnelStep(BaseModel):
+    """Rows in and out of one recipe step, and its drops by reason."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    step: str
+    rows_in: int
+    rows_out: int
+    dropped: dict[str, int] = Field(default_factory=dict)
+    seconds: float = 0.0
+    stats: dict = Field(default_factory=dict)
+
+
+class DatasetManifest(BaseModel):
+    """Written by `cascade build dataset` to manifests/datasets/<name>/v<N>.json."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    version: int
+    recipe: str
+    profile: str
+    created_at: datetime
+    code_version: str
+    lake: str
+    output: TablePin
+    inputs: list[TablePin]
+    drops: TablePin | None = None
+    sources: list[SourceFile] = Field(default_factory=list)
+    benchmarks: list[BenchmarkUsed] = Field(default_factory=list)
+    params: dict = Field(default_factory=dict)
+    funnel: list[FunnelStep] = Field(default_factory=list)
