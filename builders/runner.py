@@ -139,7 +139,6 @@ def build_dataset(
     )
     inputs = report.version
     frame = pl.from_arrow(lake.read(inputs.ref))
-    input_columns = frame.columns
     funnel: list[FunnelStep] = []
     drops: list[pl.DataFrame] = []
     if report.malformed:
@@ -164,7 +163,7 @@ def build_dataset(
         drops.append(
             drop_rows(
                 dropped,
-                input_columns=input_columns,
+                input_columns=frame.columns,
                 table=inputs.name,
                 version=inputs.version,
                 step=step.name,
@@ -191,7 +190,7 @@ def build_dataset(
         funnel.append(entry)
         if on_step:
             on_step(entry)
-        frame = result.kept.select(input_columns)
+        frame = result.kept  # measurement columns stay, so thresholds can be re-tuned in SQL
 
     output = lake.commit(
         recipe,

@@ -57,8 +57,18 @@ def main() -> None:
             raise
         console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
         raise SystemExit(1) from None
-    except (ValueError, FileNotFoundError, KeyError, RuntimeError) as exc:
+    except (ValueError, FileNotFoundError, KeyError, RuntimeError, OSError) as exc:
         if debug:
             raise
         console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
         raise SystemExit(1) from None
+    except Exception as exc:  # noqa: BLE001 - a bug: say so in one line, details with --debug
+        if debug:
+            raise
+        console.print(
+            f"[red]internal error:[/red] {type(exc).__name__}: {exc} (rerun with --debug for the "
+            "traceback)",
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise SystemExit(2) from None
