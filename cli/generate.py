@@ -1,0 +1,176 @@
+"""`cascade generate`: teacher responses for a prompts table or file, cached in the lake."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from cli import app
+from cli.console import CascadeError, console, err_console, state
+from curation.generate import (
+    BACKENDS,
+    BackendError,
+    Sampling,
+    Teacher,
+    generate_to_lake,
+    prompts_from_records,
+)
+from curation.generate.plan import MODE_SWITCHES, Messages
+from curation.generate.run import report_json
+from curation.ingest import IngestError, read_chunks
+from curation.lake import Lake, LakeError
+from schemas.tables import SchemaError
+
+MODE_CHOICES = {"thinking": ["thinking"], "non-thinking": ["non_thinking"]}
+MODE_CHOICES["both"] = MODE_CHOICES["thinking"] + MODE_CHOICES["non-thinking"]
+
+
+def load_prompts(
+    lake: Lake, source: str, *, id_field: str, prompt_field: str, system: str | None
+) -> tuple[list[tuple[str, Messages]], list[str]]:
+    """Prompts from a file (jsonl/json/parquet/csv) or a lake table; and the lineage parents."""
+    if Path(source).exists():
+        prompts: list[tuple[str, Messages]] = []
+        for chunk in read_chunks(source):
+            prompts += prompts_from_records(
+                chunk.frame.to_dicts(),
+                origin=source,
+                id_field=id_field,
+                prompt_field=prompt_field,
+                system=system,
+                line_numbers=chunk.lines,
+            )
+        return prompts, []
+    if "/" in source or "." in source.partition("@")[0]:
+        raise FileNotFoundError(f"{source}: no such file (and not a lake table name)")
+    info = lake.resolve(source)
+    records = lake.read(info.ref).to_pylist()
+    prompts = prompts_from_records(
+        records, origin=info.ref, id_field=id_field, prompt_field=prompt_field, system=system
+    )
+    return prompts, [info.ref]
+
+
+@app.command("generate")
+def generate_command(
+    input_: str = typer.Option(
+        ..., "--input", help="Lake table (name or name@N) or a jsonl/json/parquet/csv file."
+    ),
+    model: str = typer.Option(
+        ..., "--model", help="Teacher (path or hub id; for openai the server's model name)."
+    ),
+    out: str = typer.Option(..., "--out", help="Generations table: append-mode, also the cache."),
+    backend: str = typer.Option("hf", "--backend", help="hf | vllm | openai"),
+    mode: str = typer.Option("thinking", "--mode", help="thinking | non-thinking | both"),
+    mode_switch: str = typer.Option(
+        None,
+        "--mode-switch",
+        help="How the mode is chosen: template (enable_thinking), flag (/think, /no_think) or "
+        "model (--non-thinking-model). Default: model if that is given, else template.",
+    ),
+    non_thinking_model: str = typer.Option(
+        None, "--non-thinking-model", help="A separate teacher for non-thinking responses."
+    ),
+    k: int = typer.Option(
+        1, "-k", "--k", help="Samples per prompt and mode (seeds seed..seed+k-1)."
+    ),
+    max_new_tokens: int = typer.Option(1024, "--max-new-tokens"),
+    temperature: float = typer.Option(0.6, "--temperature"),
+    top_p: float = typer.Option(0.95, "--top-p"),
+    top_k: int = typer.Option(0, "--top-k", help="0 disables top-k."),
+    seed: int = typer.Option(0, "--seed", help="Seed of sample 0; sample i uses seed + i."),
+    prompt_field: str = typer.Option("problem", "--prompt-field", help="Field with the prompt."),
+    id_field: str = typer.Option("id", "--id-field", help="Field with the prompt id."),
+    system: str = typer.Option(None, "--system", help="System prompt added to every chat."),
+    limit: int = typer.Option(None, "--limit", help="Only the first N prompts."),
+    batch_size: int = typer.Option(8, "--batch-size", help="hf: prompts per generate call."),
+    device: str = typer.Option(None, "--device", help="hf: cpu, cuda, cuda:1 (default: auto)."),
+    dtype: str = typer.Option("auto", "--dtype", help="hf/vllm: auto, float32, bfloat16, ..."),
+    threads: int = typer.Option(None, "--threads", help="hf on CPU: torch threads."),
+    tensor_parallel_size: int = typer.Option(1, "--tensor-parallel-size", help="vllm"),
+    max_model_len: int = typer.Option(None, "--max-model-len", help="vllm"),
+    base_url: str = typer.Option(
+        "http://127.0.0.1:8000/v1", "--base-url", help="openai: server URL ending in /v1."
+    ),
+    api_key_env: str = typer.Option(
+        "OPENAI_API_KEY", "--api-key-env", help="openai: environment variable with the key."
+    ),
+    concurrency: int = typer.Option(8, "--concurrency", help="openai: requests in flight."),
+    timeout: float = typer.Option(600.0, "--timeout", help="openai: seconds per request."),
+    retries: int = typer.Option(5, "--retries", help="openai: retries per request."),
+    chunk_size: int = typer.Option(32, "--chunk-size", help="Samples per committed version."),
+    flush_seconds: float = typer.Option(
+        30.0, "--flush-seconds", help="Commit at least this often."
+    ),
+    json_: bool = typer.Option(False, "--json", help="Print the report as one JSON line."),
+    progress: bool = typer.Option(True, "--progress/--no-progress"),
+) -> None:
+    """Generate k teacher responses per prompt and mode; re-runs compute only what is missing."""
+    if backend not in BACKENDS:
+        raise CascadeError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    if mode not in MODE_CHOICES:
+        raise CascadeError(f"--mode must be thinking, non-thinking or both, got {mode!r}")
+    switch = mode_switch or ("model" if non_thinking_model else "template")
+    if switch not in MODE_SWITCHES:
+        raise CascadeError(f"--mode-switch must be one of {', '.join(MODE_SWITCHES)}")
+    options: dict[str, Any] = {
+        "hf": {
+            "batch_size": batch_size,
+            "device": device,
+            "dtype": dtype,
+            "num_threads": threads,
+        },
+        "vllm": {
+            "tensor_parallel_size": tensor_parallel_size,
+            "max_model_len": max_model_len,
+            "dtype": dtype,
+        },
+        "openai": {
+            "base_url": base_url,
+            "api_key_env": api_key_env,
+            "concurrency": concurrency,
+            "timeout": timeout,
+            "max_retries": retries,
+        },
+    }[backend]
+    try:
+        teacher = Teacher(model, switch=switch, non_thinking_model=non_thinking_model)
+        sampling = Sampling(max_new_tokens, temperature, top_p, top_k)
+        lake = Lake(state.lake_path)
+        prompts, parents = load_prompts(
+            lake, input_, id_field=id_field, prompt_field=prompt_field, system=system
+        )
+        if limit is not None:
+            prompts = prompts[:limit]
+        report = generate_to_lake(
+            lake,
+            prompts,
+            output=out,
+            teacher=teacher,
+            backend=backend,
+            backend_options=options,
+            modes=MODE_CHOICES[mode],
+            k=k,
+            sampling=sampling,
+            seed=seed,
+            chunk_size=chunk_size,
+            flush_seconds=flush_seconds,
+            parents=parents,
+            console=err_console,
+            show_progress=progress,
+        )
+    except (BackendError, IngestError, LakeError, SchemaError) as exc:
+        raise CascadeError(str(exc)) from None
+    if json_:
+        print(report_json(report))
+        return
+    console.print(
+        f"{report.planned:,} samples planned: {report.cached:,} cached, "
+        f"{report.generated:,} generated ({report.truncated:,} truncated), "
+        f"{report.completion_tokens:,} tokens in {report.seconds:.1f}s "
+        f"({report.tokens_per_second:,.1f} tok/s)"
+    )
+    if report.versions:
+        console.print(f"[green]committed[/green] {report.versions[0]} .. {report.versions[-1]}")

@@ -1,0 +1,203 @@
+"""What to generate: teachers and their mode switch, prompts as chats, and one job per sample.
+
+A job is (prompt, mode, sample index) with seed `seed + sample_index`, so sample i of a
+prompt always gets the same seed and `SamplingParams(n=k, seed=seed)` in vLLM (whose
+children use `seed + index`) produces exactly the same set. Its fingerprint hashes every
+input that determines the sample and is the cache key in the generations table.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import polars as pl
+import xxhash
+
+from curation.generate.backend import GenerationRequest, Mode, Sampling
+from curation.text import prompt_ids
+
+ModeSwitch = Literal["model", "template", "flag"]
+MODE_SWITCHES: tuple[str, ...] = ("model", "template", "flag")
+FLAGS: dict[str, str] = {"thinking": "/think", "non_thinking": "/no_think"}
+ROLES = ("system", "user", "assistant", "tool")
+
+Messages = tuple[dict[str, str], ...]
+
+
+@dataclass(frozen=True)
+class Teacher:
+    """Which model answers in which mode, and how the mode is selected.
+
+    - `model`: one model per mode (the recipe's DeepSeek-R1 for thinking, `non_thinking_model`
+      DeepSeek-V3 for non-thinking);
+    - `template`: the chat template's `enable_thinking` switch (Qwen3);
+    - `flag`: `/think` or `/no_think` appended to every user message (Nemotron-Cascade 1).
+    """
+
+    model: str
+    switch: ModeSwitch = "template"
+    non_thinking_model: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.switch not in MODE_SWITCHES:
+            raise ValueError(f"mode switch must be one of {MODE_SWITCHES}, got {self.switch!r}")
+        if (self.switch == "model") != (self.non_thinking_model is not None):
+            raise ValueError(
+                "a non-thinking model is given exactly when the mode switch is 'model' "
+                f"(switch={self.switch!r}, non_thinking_model={self.non_thinking_model!r})"
+            )
+
+    def model_for(self, mode: Mode) -> str:
+        if mode == "non_thinking" and self.non_thinking_model is not None:
+            return self.non_thinking_model
+        return self.model
+
+    def messages_for(self, messages: Messages, mode: Mode) -> Messages:
+        if self.switch != "flag":
+            return messages
+        return tuple(
+            {**m, "content": f"{m['content']} {FLAGS[mode]}"} if m["role"] == "user" else m
+            for m in messages
+        )
+
+    def template_kwargs_for(self, mode: Mode) -> dict[str, Any]:
+        return {"enable_thinking": mode == "thinking"} if self.switch == "template" else {}
+
+
+@dataclass(frozen=True)
+class Job:
+    """One sample to produce and where it came from."""
+
+    request: GenerationRequest
+    prompt_id: str
+    mode: Mode
+    sample_index: int
+    switch: ModeSwitch
+    messages_json: str
+
+
+def fingerprint(
+    model: str,
+    messages: Messages,
+    mode: Mode,
+    switch: ModeSwitch,
+    template_kwargs: Mapping[str, Any],
+    sampling: Sampling,
+    seed: int,
+) -> str:
+    """Hex digest of everything that determines one sample (the cache key)."""
+    payload = {
+        "model": model,
+        "messages": list(messages),
+        "mode": mode,
+        "switch": switch,
+        "template_kwargs": dict(template_kwargs),
+        "sampling": sampling.as_dict(),
+        "seed": seed,
+    }
+    encoded = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return xxhash.xxh3_128_hexdigest(encoded.encode())
+
+
+def plan_jobs(
+    prompts: Sequence[tuple[str, Messages]],
+    teacher: Teacher,
+    *,
+    modes: Sequence[Mode],
+    k: int,
+    sampling: Sampling,
+    seed: int = 0,
+) -> list[Job]:
+    """Every (prompt, mode, sample) job; both modes for one prompt are 'parallel responses'."""
+    if k < 1:
+        raise ValueError(f"k (samples per prompt) must be >= 1, got {k}")
+    for mode in modes:
+        if mode not in FLAGS:
+            raise ValueError(f"mode must be 'thinking' or 'non_thinking', got {mode!r}")
+    jobs = []
+    for prompt_id, messages in prompts:
+        messages_json = json.dumps(list(messages), ensure_ascii=False)
+        for mode in modes:
+            model = teacher.model_for(mode)
+            sent = teacher.messages_for(messages, mode)
+            kwargs = teacher.template_kwargs_for(mode)
+            for index in range(k):
+                sample_seed = seed + index
+                key = fingerprint(model, sent, mode, teacher.switch, kwargs, sampling, sample_seed)
+                request = GenerationRequest(key, model, sent, sampling, sample_seed, kwargs)
+                jobs.append(Job(request, prompt_id, mode, index, teacher.switch, messages_json))
+    return jobs
+
+
+def prompts_from_records(
+    records: Iterable[Mapping[str, Any]],
+    *,
+    origin: str,
+    id_field: str = "id",
+    prompt_field: str = "problem",
+    system: str | None = None,
+    line_numbers: Sequence[int] | None = None,
+) -> list[tuple[str, Messages]]:
+    """Turn input rows into (prompt id, chat) pairs, or raise naming the bad row and field.
+
+    A row gives its chat either as `messages` (a list of {role, content}, or that list as a
+    JSON string) or as the text in `prompt_field` (one user turn). Without `id_field` the id
+    is the one ingest would give (single-turn) or a hash of the chat. `origin` names the input in errors (file or table), with the
+    record's line from `line_numbers` when given, else its row number.
+    """
+    prompts = []
+    for row_number, record in enumerate(records, start=1):
+        if line_numbers is not None:
+            where = f"{origin}:{line_numbers[row_number - 1]}"
+        else:
+            where = f"{origin} row {row_number}"
+        if record.get("messages") is not None:
+            messages = _parse_messages(record["messages"], where)
+        elif isinstance(record.get(prompt_field), str) and record[prompt_field].strip():
+            messages = ({"role": "user", "content": record[prompt_field]},)
+        else:
+            raise ValueError(
+                f"{where}: no chat to send: field {prompt_field!r} is missing or not a "
+                f"non-empty string, and there is no 'messages' field (fields: {sorted(record)})"
+            )
+        if system is not None and messages[0]["role"] != "system":
+            messages = ({"role": "system", "content": system}, *messages)
+        raw_id = record.get(id_field)
+        prompts.append((str(raw_id) if raw_id is not None else _derived_id(messages), messages))
+    return prompts
+
+
+def _derived_id(messages: Messages) -> str:
+    """The id ingest would give a single-turn prompt; a hash of the chat otherwise."""
+    if len(messages) == 1:
+        return prompt_ids(pl.Series([messages[0]["content"]])).item()
+    encoded = json.dumps(list(messages), sort_keys=True, ensure_ascii=False)
+    return xxhash.xxh3_128_hexdigest(encoded.encode())
+
+
+def _parse_messages(value: Any, where: str) -> Messages:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{where}: field 'messages' is not valid JSON ({exc})") from None
+    if not isinstance(value, list) or not value:
+        raise ValueError(f"{where}: field 'messages' must be a non-empty list of turns")
+    turns = []
+    for index, turn in enumerate(value):
+        if (
+            not isinstance(turn, Mapping)
+            or turn.get("role") not in ROLES
+            or not isinstance(turn.get("content"), str)
+        ):
+            raise ValueError(
+                f"{where}: messages[{index}] must be {{'role': one of {ROLES}, 'content': str}}, "
+                f"got {turn!r}"
+            )
+        turns.append({"role": turn["role"], "content": turn["content"]})
+    if turns[-1]["role"] != "user":
+        raise ValueError(f"{where}: the last turn of 'messages' must be the user's")
+    return tuple(turns)

@@ -1,0 +1,277 @@
+"""Run generation jobs into an append-mode lake table that is also their cache.
+
+Before generating, the jobs whose fingerprint already has a row in the output table are
+skipped; the rest are generated and committed in small chunks (every `chunk_size` samples or
+`flush_seconds`, whichever comes first), each chunk a new version of the table. A run killed
+at any moment loses at most the chunk in flight; re-running the same command computes only
+what is missing. Two runs writing the same table at once would both compute the shared
+jobs (the lake keeps both rows; readers can deduplicate on `id`): run one at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.text import Text
+
+from curation.generate.backend import Backend, Completion, Mode, Sampling, make_backend
+from curation.generate.plan import Job, Messages, Teacher, plan_jobs
+from curation.generate.split import split_response
+from curation.lake import Lake
+from schemas.generation import GENERATIONS
+
+BackendFactory = Callable[[str], Backend]
+
+
+@dataclass
+class GenerationReport:
+    """What a run planned, found cached, generated, and how fast."""
+
+    output: str
+    planned: int
+    cached: int
+    generated: int = 0
+    truncated: int = 0
+    completion_tokens: int = 0
+    seconds: float = 0.0
+    versions: list[str] = field(default_factory=list)
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.completion_tokens / self.seconds if self.seconds else 0.0
+
+
+class _RateColumn(ProgressColumn):
+    """Samples per second and completion tokens per second."""
+
+    def render(self, task: Task) -> Text:
+        speed = task.speed or 0.0
+        tokens = task.fields.get("tokens", 0)
+        elapsed = task.elapsed or 0.0
+        tok_rate = tokens / elapsed if elapsed else 0.0
+        return Text(f"{speed:.2f} samples/s  {tok_rate:,.0f} tok/s", style="progress.data.speed")
+
+
+def cached_ids(lake: Lake, output: str, candidate_ids: Sequence[str]) -> set[str]:
+    """Ids among `candidate_ids` that already have a row in the output table."""
+    if not lake.has(output) or not candidate_ids:
+        return set()
+    wanted = pl.Series("id", list(candidate_ids), dtype=pl.String)
+    found = lake.scan(output).select("id").filter(pl.col("id").is_in(wanted)).collect()
+    return set(found.get_column("id").to_list())
+
+
+def completion_row(job: Job, completion: Completion, backend_name: str) -> dict[str, Any]:
+    """One generations-table row: the job's provenance plus the split response."""
+    split = split_response(
+        completion.text,
+        opened_in_prompt=completion.opened_in_prompt,
+        reasoning=completion.reasoning,
+    )
+    request = job.request
+    return {
+        "id": request.key,
+        "prompt_id": job.prompt_id,
+        "model": request.model,
+        "backend": backend_name,
+        "mode": job.mode,
+        "mode_switch": job.switch,
+        "sample_index": job.sample_index,
+        "seed": request.seed,
+        "temperature": float(request.sampling.temperature),
+        "top_p": float(request.sampling.top_p),
+        "top_k": request.sampling.top_k,
+        "max_new_tokens": request.sampling.max_new_tokens,
+        "messages": job.messages_json,
+        "response": completion.text,
+        "reasoning": split.reasoning,
+        "answer": split.answer,
+        "prompt_tokens": completion.prompt_tokens,
+        "completion_tokens": completion.completion_tokens,
+        "finish_reason": completion.finish_reason,
+        "truncated": completion.finish_reason == "length" or not split.reasoning_closed,
+    }
+
+
+def rows_to_table(rows: list[dict[str, Any]]) -> pa.Table:
+    """Rows as an Arrow table with exactly the generations contract's types."""
+    return pa.Table.from_pylist(rows, schema=GENERATIONS.schema)
+
+
+def generate_to_lake(
+    lake: Lake,
+    prompts: Sequence[tuple[str, Messages]],
+    *,
+    output: str,
+    teacher: Teacher,
+    backend: str,
+    modes: Sequence[Mode],
+    k: int,
+    sampling: Sampling,
+    seed: int = 0,
+    backend_options: dict[str, Any] | None = None,
+    backend_factory: BackendFactory | None = None,
+    chunk_size: int = 32,
+    flush_seconds: float = 30.0,
+    parents: Sequence[str] = (),
+    producer: str = "cascade generate",
+    console: Console | None = None,
+    show_progress: bool = True,
+) -> GenerationReport:
+    """Generate every missing (prompt, mode, sample) of `teacher` into table `output`.
+
+    Models are loaded one at a time (a thinking and a non-thinking model never share the
+    GPU). `backend_factory(model)` overrides how a backend is built (tests, custom servers).
+    """
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    jobs = plan_jobs(prompts, teacher, modes=modes, k=k, sampling=sampling, seed=seed)
+    done = cached_ids(lake, output, [j.request.key for j in jobs])
+    pending = [j for j in jobs if j.request.key not in done]
+    report = GenerationReport(output=output, planned=len(jobs), cached=len(jobs) - len(pending))
+    params = {
+        "teacher": teacher.model,
+        "non_thinking_model": teacher.non_thinking_model,
+        "mode_switch": teacher.switch,
+        "modes": list(modes),
+        "k": k,
+        "seed": seed,
+        "backend": backend,
+        "sampling": sampling.as_dict(),
+    }
+    factory = backend_factory or (
+        lambda model: make_backend(backend, model, **(backend_options or {}))
+    )
+    by_model: dict[str, list[Job]] = {}
+    for job in pending:
+        by_model.setdefault(job.request.model, []).append(job)
+
+    started = time.monotonic()
+    progress = Progress(
+        TextColumn("[bold]generate[/bold] {task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        _RateColumn(),
+        TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
+        console=console or Console(stderr=True),
+        disable=not show_progress,
+        speed_estimate_period=60.0,
+    )
+    with progress:
+        task = progress.add_task(output, total=len(pending), tokens=0)
+        for model, model_jobs in by_model.items():
+            progress.update(task, description=f"{output} ({model})")
+            engine = factory(model)
+            try:
+                _run_model(
+                    engine,
+                    model_jobs,
+                    lake,
+                    report,
+                    progress,
+                    task,
+                    output=output,
+                    chunk_size=chunk_size,
+                    flush_seconds=flush_seconds,
+                    parents=parents,
+                    producer=producer,
+                    params=params,
+                )
+            finally:
+                engine.close()
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _run_model(
+    engine: Backend,
+    jobs: list[Job],
+    lake: Lake,
+    report: GenerationReport,
+    progress: Progress,
+    task: Any,
+    *,
+    output: str,
+    chunk_size: int,
+    flush_seconds: float,
+    parents: Sequence[str],
+    producer: str,
+    params: dict[str, Any],
+) -> None:
+    by_key = {job.request.key: job for job in jobs}
+    buffer: list[dict[str, Any]] = []
+    last_flush = time.monotonic()
+
+    def flush() -> None:
+        nonlocal last_flush
+        if buffer:
+            info = lake.commit(
+                output,
+                rows_to_table(buffer),
+                kind=GENERATIONS.kind,
+                parents=list(parents),
+                producer=producer,
+                params=params,
+                mode="append",
+            )
+            report.versions.append(info.ref)
+            buffer.clear()
+        last_flush = time.monotonic()
+
+    completions: Iterator[Completion] = engine.generate([job.request for job in jobs])
+    try:
+        for completion in completions:
+            job = by_key.get(completion.key)
+            if job is None:
+                raise RuntimeError(
+                    f"backend {engine.name} returned an unknown key {completion.key}"
+                )
+            row = completion_row(job, completion, engine.name)
+            buffer.append(row)
+            report.generated += 1
+            report.truncated += int(row["truncated"])
+            report.completion_tokens += completion.completion_tokens
+            progress.update(task, advance=1, tokens=report.completion_tokens)
+            if len(buffer) >= chunk_size or time.monotonic() - last_flush >= flush_seconds:
+                flush()
+    finally:
+        close = getattr(completions, "close", None)
+        if close is not None:
+            close()
+        flush()  # keep what was finished even when the backend failed part-way
+
+
+def report_json(report: GenerationReport) -> str:
+    """The report as one JSON line (what the CLI prints with --json)."""
+    return json.dumps(
+        {
+            "output": report.output,
+            "planned": report.planned,
+            "cached": report.cached,
+            "generated": report.generated,
+            "truncated": report.truncated,
+            "completion_tokens": report.completion_tokens,
+            "seconds": round(report.seconds, 3),
+            "tokens_per_second": round(report.tokens_per_second, 2),
+            "versions": report.versions,
+        }
+    )
