@@ -204,7 +204,7 @@ def default_math_verifier() -> MathVerifier:
 
 
 def math_reward(
-    prompts: Sequence[Any], completions: Sequence[Any], answer: Sequence[str], **_: Any
+    prompts: Sequence[Any], completions: Sequence[Any], answer: Sequence[str | None], **_: Any
 ) -> list[float | None]:
     """TRL-style reward: 1.0 if the last boxed answer after `</think>` equals `answer`, else
     0.0; None (skip) when the check timed out or the reference cannot be parsed."""

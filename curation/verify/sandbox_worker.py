@@ -460,13 +460,14 @@ class Worker:
         os.chmod(self.root_dir, 0o711)
 
     def _reap_all(self) -> None:
+        """Wait for every child (ours and re-parented orphans); all were sent SIGKILL."""
         while True:
             try:
-                pid, _ = os.waitpid(-1, os.WNOHANG)
+                os.waitpid(-1, 0)
             except ChildProcessError:
                 return
-            if pid == 0:
-                return
+            except InterruptedError:
+                continue
 
     def _kill_everything(self, pgid: int) -> None:
         """Kill the child's process group and, when root, every process of the job's uid."""

@@ -1,0 +1,163 @@
+"""The code sandbox: correct verdicts, enforced limits, and hostile programs contained."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from curation.verify.sandbox import (
+    FunctionalTest,
+    Sandbox,
+    SandboxLimits,
+    StdioTest,
+)
+
+SECRET = "cascade-test-secret-7f3a"
+
+
+@pytest.fixture(scope="module")
+def box():
+    os.environ["CASCADE_SANDBOX_TEST_SECRET"] = SECRET  # the parent holds a secret
+    with Sandbox(workers=2, limits=SandboxLimits(time_limit_s=5.0, memory_mb=256)) as sandbox:
+        yield sandbox
+    os.environ.pop("CASCADE_SANDBOX_TEST_SECRET", None)
+
+
+def test_stdio_whitespace_tolerant_and_wrong_output(box: Sandbox) -> None:
+    program = "a, b = map(int, input().split())\nprint(a + b, a * b)\n"
+    ok = box.run(program, [StdioTest("2 3\n", "5   6\n\n"), StdioTest("1 1", "2\n1")])
+    assert ok.passed and ok.n_passed == 2
+    wrong = box.run(program, [StdioTest("2 3", "5 7")])
+    assert not wrong.passed
+    assert wrong.outcomes[0].status == "failed" and "wrong output" in wrong.outcomes[0].detail
+
+
+def test_stdin_read_styles_and_exit(box: Sandbox) -> None:
+    tests = [StdioTest("1 2\n3\n", "6")]
+    for program in (
+        "import sys\nprint(sum(map(int, sys.stdin.read().split())))",
+        "import sys\nprint(sum(map(int, sys.stdin.buffer.read().split())))",
+        "print(sum(map(int, open(0).read().split())))",
+        "import sys\nprint(6)\nsys.exit(0)",
+    ):
+        assert box.run(program, tests).passed, program
+
+
+def test_functional_leetcode_style_and_compile_error(box: Sandbox) -> None:
+    program = "class Solution:\n    def mid(self, head: Optional[ListNode]) -> int:\n"
+    program += "        xs = []\n        while head: xs.append(head.val); head = head.next\n"
+    program += "        return xs[len(xs) // 2]\n"
+    test = FunctionalTest(
+        "def check(candidate):\n    assert candidate(list_node([1, 2, 3])) == 2\n"
+        "check(Solution().mid)\n"
+    )
+    assert box.run(program, [test]).passed
+    failing = box.run(program.replace("// 2]", "// 2 - 1]"), [test])
+    assert failing.outcomes[0].status == "failed"
+    broken = box.run("def f(:\n", [test])
+    assert not broken.passed and broken.compile_error and "SyntaxError" in broken.compile_error
+
+
+def test_all_tests_run_when_not_stopping_on_failure(box: Sandbox) -> None:
+    program = "n = int(input())\nwhile n == 2: pass\nprint(n)"
+    tests = [StdioTest("1", "1"), StdioTest("2", "2"), StdioTest("3", "3")]
+    limits = SandboxLimits(time_limit_s=1.0)
+    result = box.run(program, tests, limits=limits, stop_on_failure=False)
+    assert [o.status for o in result.outcomes] == ["passed", "timeout", "passed"]
+    stopped = box.run(program, tests, limits=limits)
+    assert [o.status for o in stopped.outcomes] == ["passed", "timeout", "not_run"]
+    assert stopped.summary().startswith("test 2/3 timeout")
+
+
+def _processes_of_uid(uid: int) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if entry.stat().st_uid == uid:
+                    pids.append(int(entry.name))
+            except OSError:
+                pass
+    return pids
+
+
+def test_hostile_programs_fail_cleanly_and_others_pass(box: Sandbox, tmp_path: Path) -> None:
+    outside = tmp_path / "escaped.txt"
+    hostile = {
+        "fork_bomb": "import os\nwhile True:\n    os.fork()\n",
+        "subprocess": "import subprocess\nsubprocess.run(['sh', '-c', 'sleep 100 &'])\n",
+        "infinite_loop": "while True:\n    pass\n",
+        "memory_hog": "blocks = []\nwhile True:\n    blocks.append(bytearray(50 * 2**20))\n",
+        "write_outside": f"open({str(outside)!r}, 'w').write('x')\n",
+        "write_tmp": "open('/tmp/cascade-sandbox-escape', 'w').write('x')\n",
+        "socket": "import socket\nsocket.create_connection(('127.0.0.1', 22), timeout=1)\n",
+        "output_flood": "while True:\n    print('y' * 4096)\n",
+        "deep_recursion": "import sys\nsys.setrecursionlimit(10**9)\ndef f(n): return f(n + 1)\nf(0)\n",
+    }
+    good = ("print(int(input()) + 1)", [StdioTest("41", "42")])
+    jobs = [good] + [(src, [StdioTest("", "")]) for src in hostile.values()] + [good]
+    results = box.run_many(jobs)
+    assert results[0].passed and results[-1].passed  # neighbours are untouched
+    statuses = {}
+    for name, result in zip(hostile, results[1:-1], strict=True):
+        assert not result.passed, name
+        assert result.harness_error is None, (name, result.harness_error)
+        statuses[name] = result.outcomes[0].status
+    assert statuses["infinite_loop"] == "timeout"
+    assert statuses["memory_hog"] == "memory"
+    assert statuses["output_flood"] == "output_limit"
+    assert statuses["fork_bomb"] == "error"
+    assert statuses["deep_recursion"] in ("error", "crashed", "timeout", "memory")
+    for name in ("fork_bomb", "subprocess", "write_outside", "write_tmp", "socket"):
+        assert "PermissionError" in results[1 + list(hostile).index(name)].outcomes[0].detail
+    assert not outside.exists()
+    assert not Path("/tmp/cascade-sandbox-escape").exists()
+    # nothing left running under the workers' private uids
+    for worker in box._workers:
+        if worker.info["uid"] is not None:
+            assert _processes_of_uid(worker.info["uid"]) == []
+    # and the sandbox still works afterwards
+    assert box.run(*good).passed
+
+
+def test_secrets_of_the_parent_are_invisible(box: Sandbox) -> None:
+    program = f"""
+import os, glob
+found = {SECRET!r} in str(dict(os.environ))
+for path in glob.glob('/proc/*/environ'):
+    try:
+        found = found or {SECRET!r} in open(path, errors='replace').read()
+    except Exception:
+        pass
+print('FOUND' if found else 'CLEAN')
+"""
+    assert SECRET in os.environ["CASCADE_SANDBOX_TEST_SECRET"]
+    result = box.run(program, [StdioTest("", "CLEAN")])
+    assert result.passed, result.summary()
+
+
+def test_network_namespace_is_empty_when_available(box: Sandbox) -> None:
+    if box.network_isolation == "audit-hook-only":
+        pytest.skip("no network namespace on this machine; the audit hook alone blocks sockets")
+    program = (
+        "print(' '.join(l.split(':')[0].strip() for l in open('/proc/net/dev').readlines()[2:]))"
+    )
+    result = box.run(program, [StdioTest("", "lo")])
+    assert result.passed, result.summary()
+
+
+def test_sandboxed_code_cannot_kill_the_host() -> None:
+    # a sleeping host process outside the sandbox survives a program that tries to kill it
+    victim = subprocess.Popen(["sleep", "30"])
+    try:
+        with Sandbox(workers=1) as box:
+            program = f"import os, signal\nos.kill({victim.pid}, signal.SIGKILL)\n"
+            result = box.run(program, [StdioTest("", "")])
+        assert not result.passed and "PermissionError" in result.outcomes[0].detail
+        assert victim.poll() is None
+    finally:
+        victim.kill()
+        victim.wait()
