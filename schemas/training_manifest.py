@@ -1,0 +1,282 @@
+"""Training manifest: the person-written plan of a cascade of SFT and GRPO stages.
+
+A manifest names the base model, the tokenizer, the chat template, where outputs go and an
+ordered list of stages. Each stage pins its data by reference *and* hash, so a run cannot
+silently train on data other than what the manifest names. Pydantic reports every error with
+the path of the offending field (e.g. `stages.1.batch.micro_batch_size`).
+
+Model and tokenizer references:
+- `base_model`: a local directory, a hub id, or `tiny-random:<arch>` (a random-init model built
+  from a transformers config, shaped by `model_overrides`; used by tests and demos).
+- `tokenizer`: a local directory or hub id (default: `base_model`), or `in-process-bpe:<vocab>`
+  (a byte-level BPE trained at run time on the first stage's data; no download).
+
+Dataset references (`DatasetRef.ref`): `name@version` for a lake table version, or a path to a
+`.jsonl` / `.parquet` file (relative paths resolve against the manifest's directory).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+LAKE_REF = re.compile(r"^[A-Za-z][A-Za-z0-9_]*@[1-9][0-9]*$")
+SHA256 = re.compile(r"^[0-9a-f]{64}$")
+FILE_SUFFIXES = (".jsonl", ".parquet")
+TINY_RANDOM_ARCHS = ("qwen2", "qwen3", "llama")
+
+
+class _Strict(BaseModel):
+    """Unknown keys are errors: a typo in a manifest must not be silently ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class DatasetRef(_Strict):
+    """One input table of a stage, pinned by content hash, with its upsampling factor."""
+
+    ref: str = Field(description="`name@version` (lake) or a path to a .jsonl/.parquet file")
+    sha256: str = Field(description="lake content_hash of the version, or sha256 of the file")
+    upsample: float = Field(
+        1.0,
+        gt=0,
+        description="repeat factor per epoch: 2 = every row twice; 0.5 = a seeded half",
+    )
+    limit: int | None = Field(None, gt=0, description="use only the first N rows (demos/tests)")
+    messages_column: str = "messages"
+    prompt_column: str | None = Field(
+        None, description="build a single-turn chat from this column (with response_column)"
+    )
+    response_column: str | None = None
+    reasoning_column: str | None = Field(
+        None, description="optional column rendered inside <think>...</think> before the answer"
+    )
+    mode: Literal["think", "no_think", "infer"] = Field(
+        "infer",
+        description="flag appended to user turns; infer = think iff a reply has reasoning",
+    )
+
+    @field_validator("ref")
+    @classmethod
+    def _ref_form(cls, value: str) -> str:
+        if LAKE_REF.match(value) or value.endswith(FILE_SUFFIXES):
+            return value
+        raise ValueError(
+            f"{value!r} is neither a lake reference `name@version` (version >= 1) nor a "
+            f"path ending in {' or '.join(FILE_SUFFIXES)}"
+        )
+
+    @field_validator("sha256")
+    @classmethod
+    def _sha_form(cls, value: str) -> str:
+        if not SHA256.match(value):
+            raise ValueError(f"expected 64 lowercase hex characters, got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _columns_pair(self) -> DatasetRef:
+        if (self.prompt_column is None) != (self.response_column is None):
+            raise ValueError("prompt_column and response_column must be given together")
+        return self
+
+    @property
+    def is_lake(self) -> bool:
+        """True for `name@version` references, False for file paths."""
+        return bool(LAKE_REF.match(self.ref))
+
+
+class BatchSpec(_Strict):
+    """Global batch = micro batch x accumulation x data-parallel ranks (in sequences)."""
+
+    global_batch_size: int = Field(gt=0)
+    micro_batch_size: int = Field(gt=0)
+    gradient_accumulation_steps: int | None = Field(
+        None, gt=0, description="derived from the other two and the world size when omitted"
+    )
+
+    @model_validator(mode="after")
+    def _divisible(self) -> BatchSpec:
+        unit = self.micro_batch_size * (self.gradient_accumulation_steps or 1)
+        if self.global_batch_size % unit:
+            raise ValueError(
+                f"global_batch_size {self.global_batch_size} is not a multiple of "
+                f"micro_batch_size x gradient_accumulation_steps = {unit}"
+            )
+        return self
+
+    def accumulation_for(self, world_size: int) -> int:
+        """Accumulation steps for `world_size` ranks; raises if the numbers do not add up."""
+        per_step = self.micro_batch_size * world_size
+        if self.global_batch_size % per_step:
+            raise ValueError(
+                f"global_batch_size {self.global_batch_size} is not divisible by "
+                f"micro_batch_size {self.micro_batch_size} x world size {world_size}"
+            )
+        derived = self.global_batch_size // per_step
+        if self.gradient_accumulation_steps not in (None, derived):
+            raise ValueError(
+                f"gradient_accumulation_steps {self.gradient_accumulation_steps} does not match "
+                f"global {self.global_batch_size} / (micro {self.micro_batch_size} x world "
+                f"{world_size}) = {derived}"
+            )
+        return derived
+
+
+class DeepSpeedSpec(_Strict):
+    """The parts of a DeepSpeed config a person chooses; the rest is derived."""
+
+    zero_stage: Literal[0, 1, 2, 3] = 2
+    offload_optimizer: bool = False
+    offload_params: bool = False
+    bf16: bool = True
+    gradient_clipping: float = Field(1.0, ge=0)
+
+    @model_validator(mode="after")
+    def _offload_needs_zero(self) -> DeepSpeedSpec:
+        if self.offload_params and self.zero_stage != 3:
+            raise ValueError("offload_params requires zero_stage 3")
+        if self.offload_optimizer and self.zero_stage == 0:
+            raise ValueError("offload_optimizer requires zero_stage >= 1")
+        return self
+
+
+class OptimizerSpec(_Strict):
+    """AdamW with a warmup + decay schedule."""
+
+    learning_rate: float = Field(gt=0)
+    min_learning_rate_ratio: float = Field(0.0, ge=0, le=1)
+    schedule: Literal["cosine", "linear", "constant"] = "cosine"
+    warmup_ratio: float = Field(0.0, ge=0, lt=1)
+    warmup_steps: int | None = Field(None, ge=0, description="overrides warmup_ratio")
+    weight_decay: float = Field(0.0, ge=0)
+    betas: tuple[float, float] = (0.9, 0.95)
+    eps: float = Field(1e-8, gt=0)
+
+
+class _StageBase(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$")
+    datasets: list[DatasetRef] = Field(min_length=1)
+    optimizer: OptimizerSpec
+    batch: BatchSpec
+    deepspeed: DeepSpeedSpec = DeepSpeedSpec()
+    seed: int = 1234
+    checkpoint_every_steps: int = Field(100, gt=0)
+    keep_checkpoints: int = Field(2, gt=0, description="newest step checkpoints kept on disk")
+    gradient_checkpointing: bool = True
+    notes: str | None = Field(None, description="provenance of the numbers, caveats")
+
+
+class SFTStage(_StageBase):
+    """Supervised fine-tuning on chat data, packed to `max_seq_len`."""
+
+    type: Literal["sft"]
+    max_seq_len: int = Field(gt=0)
+    epochs: float | None = Field(None, gt=0)
+    max_steps: int | None = Field(None, gt=0, description="overrides epochs when both are given")
+    packing: bool = True
+
+    @model_validator(mode="after")
+    def _length_given(self) -> SFTStage:
+        if self.epochs is None and self.max_steps is None:
+            raise ValueError("give epochs or max_steps")
+        return self
+
+
+class GRPOStage(_StageBase):
+    """Strict on-policy GRPO (validated now; executed once the GRPO trainer lands)."""
+
+    type: Literal["grpo"]
+    reward: Literal[
+        "reward_model",
+        "if_verifier",
+        "if_verifier+reward_model",
+        "math_verifier",
+        "code_tests",
+        "swe_patch_similarity",
+    ]
+    max_steps: int = Field(gt=0)
+    rollouts_per_prompt: int = Field(gt=1)
+    temperature: float = Field(gt=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    top_k: int | None = Field(None, gt=0)
+    max_prompt_len: int = Field(gt=0)
+    max_response_len: int = Field(gt=0)
+    overlong_filtering: bool = Field(
+        description="True: capped responses get no gradient; False: they stay with low reward"
+    )
+    kl_coef: float = Field(0.0, ge=0)
+    entropy_coef: float = Field(0.0, ge=0)
+    thinking_fraction: float = Field(
+        1.0, ge=0, le=1, description="share of prompts per batch in thinking mode"
+    )
+    dynamic_filtering: Literal["none", "batch", "epoch"] = "none"
+    code_switch_reward: float | None = Field(
+        None, description="reward for a reply that switches language (None: no penalty)"
+    )
+    reward_model: str | None = None
+
+    @model_validator(mode="after")
+    def _reward_model_named(self) -> GRPOStage:
+        if "reward_model" in self.reward and not self.reward_model:
+            raise ValueError(f"reward {self.reward!r} needs reward_model")
+        return self
+
+
+Stage = Annotated[SFTStage | GRPOStage, Field(discriminator="type")]
+
+
+class TrainingManifest(_Strict):
+    """A cascade: base model -> stage 1 -> stage 2 -> ..., each from the previous checkpoint."""
+
+    name: str
+    base_model: str
+    model_overrides: dict[str, int | float | str | bool] | None = Field(
+        None, description="config fields for a tiny-random:<arch> base model"
+    )
+    tokenizer: str | None = None
+    chat_template: Literal["chatml-think-flags"] = "chatml-think-flags"
+    attn_implementation: Literal["auto", "sdpa", "eager", "flash_attention_2"] = "auto"
+    output_dir: str
+    stages: list[Stage] = Field(min_length=1)
+
+    @field_validator("base_model")
+    @classmethod
+    def _tiny_arch(cls, value: str) -> str:
+        if value.startswith("tiny-random:") and value.split(":", 1)[1] not in TINY_RANDOM_ARCHS:
+            raise ValueError(
+                f"unknown tiny-random architecture {value.split(':', 1)[1]!r}; "
+                f"known: {', '.join(TINY_RANDOM_ARCHS)}"
+            )
+        return value
+
+    @field_validator("tokenizer")
+    @classmethod
+    def _tokenizer_form(cls, value: str | None) -> str | None:
+        if value and value.startswith("in-process-bpe:"):
+            size = value.split(":", 1)[1]
+            if not size.isdigit() or int(size) < 64:
+                raise ValueError(f"in-process-bpe needs a vocabulary size >= 64, got {size!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TrainingManifest:
+        names = [s.name for s in self.stages]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"stage names must be unique; repeated: {dupes}")
+        if self.model_overrides and not self.base_model.startswith("tiny-random:"):
+            raise ValueError("model_overrides only applies to a tiny-random:<arch> base_model")
+        if self.tokenizer is None and self.base_model.startswith("tiny-random:"):
+            raise ValueError("a tiny-random base_model needs an explicit tokenizer")
+        return self
+
+    def stage(self, name: str) -> SFTStage | GRPOStage:
+        """The stage called `name`, or KeyError listing the stage names."""
+        for s in self.stages:
+            if s.name == name:
+                return s
+        raise KeyError(
+            f"no stage {name!r} in manifest {self.name!r}; stages: {[s.name for s in self.stages]}"
+        )

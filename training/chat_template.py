@@ -1,0 +1,126 @@
+"""ChatML rendering with Cascade-1 mode flags, and the assistant-only loss mask.
+
+Format (Cascade 1, recipe section 2): every turn is `<|im_start|>{role}\\n{content}<|im_end|>\\n`;
+` /think` or ` /no_think` is appended to each user message; a thinking reply is
+`<think>\\n{reasoning}\\n</think>\\n{answer}` and a non-thinking reply is the answer alone (no
+empty think block).
+
+Training targets are the assistant reply tokens plus the `<|im_end|>` that closes each reply
+(so the model learns to stop); role headers, system/user/tool turns and the newline after
+`<|im_end|>` are context only. Each piece is tokenized on its own and concatenated, so the mask
+is exact by construction rather than recovered from character offsets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+IM_START = "<|im_start|>"
+IM_END = "<|im_end|>"
+THINK_OPEN = "<think>"
+THINK_CLOSE = "</think>"
+PAD = "<|endoftext|>"
+SPECIAL_TOKENS = (PAD, IM_START, IM_END, THINK_OPEN, THINK_CLOSE)
+ROLES = ("system", "user", "assistant", "tool")
+IGNORE_INDEX = -100
+
+Mode = Literal["think", "no_think"]
+
+
+class ChatFormatError(ValueError):
+    """A conversation cannot be rendered (unknown role, no assistant turn, bad content)."""
+
+
+@dataclass(frozen=True)
+class Message:
+    """One turn; `reasoning` (assistant only) is rendered inside <think>...</think>."""
+
+    role: str
+    content: str
+    reasoning: str | None = None
+
+
+@dataclass(frozen=True)
+class TokenizedChat:
+    """Token ids of a rendered chat and, per token, whether it is a training target."""
+
+    input_ids: list[int]
+    target_mask: list[bool]
+
+    def next_token_labels(self) -> list[int]:
+        """labels[t] = the token to predict at position t (masked with IGNORE_INDEX).
+
+        Shifting here, per sample, means packed samples never predict across a boundary.
+        """
+        ids, mask = self.input_ids, self.target_mask
+        labels = [ids[t + 1] if mask[t + 1] else IGNORE_INDEX for t in range(len(ids) - 1)]
+        return [*labels, IGNORE_INDEX]
+
+
+def parse_messages(raw: Sequence[object], where: str) -> list[Message]:
+    """Turn dicts like {"role", "content", "reasoning"?} into Messages, naming bad entries."""
+    messages = []
+    for i, item in enumerate(raw):
+        if not isinstance(item, dict):
+            raise ChatFormatError(f"{where}: message {i} is {type(item).__name__}, not an object")
+        role, content = item.get("role"), item.get("content")
+        if role not in ROLES:
+            raise ChatFormatError(
+                f"{where}: message {i} has role {role!r}; expected one of {ROLES}"
+            )
+        if not isinstance(content, str):
+            raise ChatFormatError(f"{where}: message {i} ({role}) has no string content")
+        reasoning = item.get("reasoning")
+        if reasoning is not None and role != "assistant":
+            raise ChatFormatError(
+                f"{where}: message {i} ({role}) has reasoning; only assistant may"
+            )
+        messages.append(Message(role, content, reasoning))
+    if not any(m.role == "assistant" for m in messages):
+        raise ChatFormatError(f"{where}: conversation has no assistant turn to train on")
+    return messages
+
+
+def infer_mode(messages: Sequence[Message]) -> Mode:
+    """Thinking iff any assistant reply carries reasoning (a field or a leading <think>)."""
+    for m in messages:
+        if m.role == "assistant" and (m.reasoning or m.content.lstrip().startswith(THINK_OPEN)):
+            return "think"
+    return "no_think"
+
+
+def render_segments(messages: Sequence[Message], mode: Mode) -> list[tuple[str, bool]]:
+    """The chat as (text, is_target) pieces; joining the texts gives the full ChatML string."""
+    flag = " /think" if mode == "think" else " /no_think"
+    segments: list[tuple[str, bool]] = []
+    for m in messages:
+        segments.append((f"{IM_START}{m.role}\n", False))
+        if m.role == "assistant":
+            reply = m.content
+            if m.reasoning is not None:
+                reply = f"{THINK_OPEN}\n{m.reasoning}\n{THINK_CLOSE}\n{m.content}"
+            segments.append((reply, True))
+            segments.append((IM_END, True))
+            segments.append(("\n", False))
+        else:
+            body = m.content + flag if m.role == "user" else m.content
+            segments.append((f"{body}{IM_END}\n", False))
+    return segments
+
+
+def render_text(messages: Sequence[Message], mode: Mode) -> str:
+    """The full ChatML string (what a generation-time template would produce)."""
+    return "".join(text for text, _ in render_segments(messages, mode))
+
+
+def tokenize_chat(tokenizer: object, messages: Sequence[Message], mode: Mode) -> TokenizedChat:
+    """Tokenize each segment separately so the target mask is exact."""
+    ids: list[int] = []
+    mask: list[bool] = []
+    for text, is_target in render_segments(messages, mode):
+        piece = tokenizer(text, add_special_tokens=False)["input_ids"]  # type: ignore[operator]
+        ids.extend(piece)
+        mask.extend([is_target] * len(piece))
+    return TokenizedChat(ids, mask)

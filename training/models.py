@@ -1,0 +1,103 @@
+"""Build or load the model and tokenizer a manifest names.
+
+`tiny-random:<arch>` builds a random-init model from a transformers config (seeded, shaped by
+`model_overrides`); `in-process-bpe:<vocab>` trains a byte-level BPE on given texts. Both exist
+so tests and the CPU demo run with no download. Anything else goes to `from_pretrained`
+(a local directory or a hub id already in the local cache).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
+
+from training.chat_template import IM_END, IM_START, PAD, SPECIAL_TOKENS
+
+TINY_DEFAULTS: dict[str, int | float | str | bool] = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 4096,
+    "tie_word_embeddings": False,
+}
+
+
+def train_bpe_tokenizer(texts: Iterable[str], vocab_size: int) -> PreTrainedTokenizerFast:
+    """A byte-level BPE trained on `texts`, with the ChatML/think tokens as single tokens."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(texts, trainer=trainer)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        pad_token=PAD,
+        eos_token=IM_END,
+        additional_special_tokens=[t for t in SPECIAL_TOKENS if t not in (PAD, IM_END)],
+    )
+
+
+def load_tokenizer(spec: str, texts: Iterable[str] | None = None) -> PreTrainedTokenizerFast:
+    """`in-process-bpe:<vocab>` (needs `texts`) or a local path / cached hub id."""
+    if spec.startswith("in-process-bpe:"):
+        if texts is None:
+            raise ValueError("in-process-bpe tokenizer needs training texts")
+        return train_bpe_tokenizer(texts, int(spec.split(":", 1)[1]))
+    tok = AutoTokenizer.from_pretrained(spec)
+    missing = [t for t in (IM_START, IM_END) if t not in tok.get_vocab()]
+    if missing:
+        raise ValueError(f"tokenizer {spec!r} lacks the ChatML tokens {missing}")
+    if tok.pad_token is None:
+        tok.pad_token = PAD if PAD in tok.get_vocab() else IM_END
+    return tok
+
+
+def build_model(
+    base_model: str,
+    overrides: dict[str, int | float | str | bool] | None,
+    vocab_size: int,
+    attn_implementation: str,
+    seed: int,
+) -> torch.nn.Module:
+    """Random-init `tiny-random:<arch>` (seeded) or `from_pretrained(base_model)`."""
+    if base_model.startswith("tiny-random:"):
+        arch = base_model.split(":", 1)[1]
+        config = AutoConfig.for_model(arch, **{**TINY_DEFAULTS, **(overrides or {})})
+        config.vocab_size = vocab_size
+        config._attn_implementation = attn_implementation
+        torch.manual_seed(seed)
+        return AutoModelForCausalLM.from_config(config, attn_implementation=attn_implementation)
+    return AutoModelForCausalLM.from_pretrained(
+        base_model, attn_implementation=attn_implementation, dtype=torch.float32
+    )
+
+
+def pick_attn_implementation(requested: str, on_gpu: bool) -> str:
+    """`auto`: flash_attention_2 on GPU when flash-attn is installed, else SDPA."""
+    if requested != "auto":
+        return requested
+    if on_gpu:
+        try:
+            import flash_attn  # noqa: F401
+
+            return "flash_attention_2"
+        except ImportError:
+            return "sdpa"
+    return "sdpa"
+
+
+def is_local_model(path: str | Path) -> bool:
+    """True when `path` is a directory holding a saved transformers model."""
+    return (Path(path) / "config.json").is_file()

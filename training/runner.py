@@ -1,0 +1,145 @@
+"""The cascade runner: stages in manifest order, each from the previous stage's final model.
+
+Layout under the manifest's `output_dir` (relative paths resolve against the manifest file):
+`<stage>/checkpoints/step_N/` (resumable), `<stage>/final/` (transformers model + tokenizer +
+`trained_on.json`), `<stage>/log.jsonl`. GRPO stages validate but do not run yet: the runner
+says so and stops there instead of skipping them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from schemas.training_manifest import GRPOStage, SFTStage, TrainingManifest
+
+
+class ManifestError(ValueError):
+    """A training manifest cannot be read or does not validate; the message names the field."""
+
+
+class StageNotImplementedError(RuntimeError):
+    """The manifest asks for a stage type this trainer cannot run yet."""
+
+
+def load_manifest(path: str | Path) -> TrainingManifest:
+    """Parse and validate a manifest file, turning errors into `file: field: problem` lines."""
+    path = Path(path)
+    if not path.is_file():
+        raise ManifestError(f"{path}: manifest file not found")
+    try:
+        raw = json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ManifestError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg})") from None
+    try:
+        return TrainingManifest.model_validate(raw)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            where = _field_path(raw, err["loc"])
+            lines.append(f"{path}: {where or '(top level)'}: {err['msg']}")
+        raise ManifestError("invalid training manifest:\n" + "\n".join(lines)) from None
+
+
+def _field_path(raw: object, loc: tuple) -> str:
+    """`stages[1](sft_stage2).batch.micro_batch_size` from a pydantic location tuple."""
+    parts: list[str] = []
+    node = raw
+    for key in loc:
+        if isinstance(key, int):
+            parts[-1:] = [f"{parts[-1] if parts else ''}[{key}]"]
+            node = node[key] if isinstance(node, list) and key < len(node) else None
+            if isinstance(node, dict) and "name" in node:
+                parts[-1] += f"({node['name']})"
+            continue
+        if key in ("sft", "grpo") and isinstance(node, dict) and node.get("type") == key:
+            continue  # the discriminated-union tag pydantic inserts
+        parts.append(str(key))
+        node = node.get(key) if isinstance(node, dict) else None
+    return ".".join(parts)
+
+
+@dataclass
+class StagePlan:
+    """One stage to run, where it starts from and where it writes."""
+
+    stage: SFTStage | GRPOStage
+    stage_dir: Path
+    init_from: Path | None
+
+
+def plan(manifest: TrainingManifest, manifest_path: Path, only: str | None) -> list[StagePlan]:
+    """The stages to run (all, or just `only`), each chained to its predecessor's final dir."""
+    out = Path(manifest.output_dir)
+    out = out if out.is_absolute() else (manifest_path.parent / out).resolve()
+    plans = []
+    previous: Path | None = None
+    for stage in manifest.stages:
+        plans.append(StagePlan(stage, out / stage.name, previous))
+        previous = out / stage.name / "final"
+    if only is None:
+        return plans
+    manifest.stage(only)  # raises naming the known stages
+    chosen = [p for p in plans if p.stage.name == only]
+    if chosen[0].init_from is not None and not (chosen[0].init_from / "config.json").is_file():
+        raise FileNotFoundError(
+            f"stage {only!r} starts from {chosen[0].init_from}, which does not exist yet; "
+            "run the earlier stages first"
+        )
+    return chosen
+
+
+def run_cascade(
+    manifest_path: str | Path,
+    stage: str | None = None,
+    resume: bool = False,
+    lake_path: str | Path | None = None,
+    show_progress: bool = True,
+    say: Callable[[str], None] = print,
+) -> list[Path]:
+    """Run the manifest's stages (or one) in order; return the final model dirs produced."""
+    from training.sft import StageContext, run_sft_stage
+
+    manifest_path = Path(manifest_path).resolve()
+    manifest = load_manifest(manifest_path)
+    plans = plan(manifest, manifest_path, stage)
+    grpo = [p.stage.name for p in plans if isinstance(p.stage, GRPOStage)]
+    if grpo:
+        say(f"note: GRPO stages {grpo} are not implemented yet; the run will stop at the first")
+    finals = []
+    for p in plans:
+        if isinstance(p.stage, GRPOStage):
+            raise StageNotImplementedError(
+                f"stage {p.stage.name!r} is a grpo stage, and GRPO training is not implemented "
+                f"yet; stopped before it (finished: {[f.parent.name for f in finals] or 'none'})"
+            )
+        if resume and (p.stage_dir / "final" / "trained_on.json").is_file():
+            say(f"stage {p.stage.name}: already finished ({p.stage_dir / 'final'}), skipping")
+            finals.append(p.stage_dir / "final")
+            continue
+        say(
+            f"stage {p.stage.name}: sft, from {p.init_from or manifest.base_model} -> {p.stage_dir}"
+        )
+        result = run_sft_stage(
+            StageContext(
+                manifest=manifest,
+                manifest_path=manifest_path,
+                stage=p.stage,
+                stage_dir=p.stage_dir,
+                init_from=p.init_from,
+                lake_path=lake_path,
+                resume=resume,
+                show_progress=show_progress,
+            )
+        )
+        say(
+            f"stage {p.stage.name}: {result.steps} steps, last loss "
+            f"{result.last_loss if result.last_loss is None else round(result.last_loss, 4)}, "
+            f"model in {result.final_dir}"
+        )
+        finals.append(result.final_dir)
+    return finals
