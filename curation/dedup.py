@@ -77,8 +77,8 @@ def _normalize_bytes(data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray,
     """Byte-level normalization of UTF-8 documents given as (bytes, offsets).
 
     ASCII lower case; each whitespace run becomes one space if it separates two word
-    characters of the same document and disappears otherwise (at the ends, or next to
-    punctuation and LaTeX symbols).
+    characters of the same document and disappears otherwise (at the ends, next to
+    punctuation and LaTeX symbols, or after a LaTeX command such as `\\cdot`).
     """
     data = _LOWER[data]
     n = len(data)
@@ -98,6 +98,12 @@ def _normalize_bytes(data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray,
         & _WORD[data[np.maximum(run_start - 1, 0)]]
         & _WORD[data[np.minimum(run_end + 1, n - 1)]]
     )
+    # A space after a LaTeX command ("\\cdot 3" vs "\\cdot3") carries no meaning either.
+    word = _WORD[data]
+    last_other = np.maximum.accumulate(np.where(word, -1, np.arange(n, dtype=np.int64)))
+    before_word = last_other[np.maximum(run_start - 1, 0)]
+    after_command = (before_word >= 0) & (data[np.maximum(before_word, 0)] == 92)
+    keep_space &= ~after_command
     keep = ~ws
     spaces = run_start[keep_space]
     keep[spaces] = True
@@ -123,8 +129,8 @@ def _text_buffers(texts: pl.Series) -> tuple[np.ndarray, np.ndarray]:
 def normalize_text(texts: pl.Series) -> pl.Series:
     """Normalize for duplicate detection: NFKC, lower case, spacing that carries no meaning.
 
-    NFKC runs only on rows with non-ASCII characters (it is the slow part); the rest is
-    byte-level numpy, so normalizing a million prompts takes about a second.
+    NFKC and Unicode lower-casing run only on rows with non-ASCII characters (they are the
+    slow part); the rest is byte-level numpy, so a million prompts take about a second.
 
     >>> normalize_text(pl.Series(["Find  $ x + 1 $ .", "Two  words"])).to_list()
     ['find$x+1$.', 'two words']
@@ -132,7 +138,7 @@ def normalize_text(texts: pl.Series) -> pl.Series:
     texts = texts.cast(pl.String).fill_null("")
     wide = np.flatnonzero((texts.str.len_bytes() != texts.str.len_chars()).to_numpy())
     if len(wide):
-        texts = texts.scatter(wide, texts.gather(wide).str.normalize("NFKC"))
+        texts = texts.scatter(wide, texts.gather(wide).str.normalize("NFKC").str.to_lowercase())
     data, offsets = _normalize_bytes(*_text_buffers(texts))
     arr = pa.LargeStringArray.from_buffers(
         len(offsets) - 1, pa.py_buffer(offsets), pa.py_buffer(data)
@@ -182,7 +188,6 @@ def number_hashes(normalized: pl.Series) -> np.ndarray:
         | data[pos].astype(np.uint64)
     )
     np.add.at(out, doc, _mix64(token))
-    out[out == 0] = 1
     return out
 
 
@@ -307,32 +312,21 @@ def _classic_signatures(
 
 
 def _word_shingles(normalized: pl.Series, ngram: int) -> tuple[np.ndarray, np.ndarray]:
-    """Hashed word n-grams (words split on spaces); shorter documents give one shingle."""
-    words = pl.DataFrame({"w": normalized.fill_null("").str.split(" ")}).with_row_index("doc")
-    flat = words.explode("w").filter(pl.col("w") != "")
-    doc_of = flat.get_column("doc").to_numpy().astype(np.int64)
-    token = np.array(
-        [xxhash.xxh3_64_intdigest(w) for w in flat.get_column("w").to_list()], dtype=np.uint64
-    )
-    if len(token) == 0:
-        return token, doc_of
-    starts = np.flatnonzero(np.r_[True, doc_of[1:] != doc_of[:-1]])
-    first = np.repeat(starts, np.diff(np.r_[starts, len(doc_of)]))
-    pos = np.arange(len(doc_of)) - first
-    doc_len = np.diff(np.r_[starts, len(doc_of)])[np.searchsorted(starts, first)]
-    combined = token.copy()
-    for j in range(1, ngram):
-        nxt = np.r_[token[j:], np.zeros(j, dtype=np.uint64)]
-        combined = _mix64(combined * np.uint64(31) + nxt)
-    keep = (pos + ngram <= doc_len) | ((pos == 0) & (doc_len < ngram))
-    if (doc_len < ngram).any():  # a short document hashes only its own words
-        short = (pos == 0) & (doc_len < ngram)
-        for i in np.flatnonzero(short):
-            h = np.uint64(0)
-            for t in token[i : i + doc_len[i]]:
-                h = _mix64(np.array([h * np.uint64(31) + t], dtype=np.uint64))[0]
-            combined[i] = h
-    return combined[keep], doc_of[keep]
+    """Hashed word n-grams (words split on spaces); a shorter text is one shingle.
+
+    A plain loop: word shingles are the option for long documents, not the hot path.
+    """
+    hashes: list[int] = []
+    docs: list[int] = []
+    for doc, text in enumerate(normalized.fill_null("").to_list()):
+        words = text.split()
+        if not words:
+            continue
+        span = max(len(words) - ngram + 1, 1)
+        grams = [" ".join(words[i : i + ngram]) for i in range(span)]
+        hashes.extend(xxhash.xxh3_64_intdigest(g.encode()) for g in grams)
+        docs.extend([doc] * len(grams))
+    return np.array(hashes, dtype=np.uint64), np.array(docs, dtype=np.int64)
 
 
 def minhash_signatures(
@@ -728,6 +722,7 @@ def near_dedup(
     attached = ambiguous = 0
     la, lb, link_candidates = verified(link_a, link_b)
     if len(la):
+        la, lb = np.where(no_answer[la], la, lb), np.where(no_answer[la], lb, la)  # null first
         comp_has_answer = np.zeros(n, dtype=bool)
         np.logical_or.at(comp_has_answer, labels, ~no_answer)
         pairs = np.unique(np.stack([labels[la], labels[lb]], axis=1), axis=0)
