@@ -1,0 +1,180 @@
+"""`cascade verify`: every kind on a small file, all input columns kept, lake tables, errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from cli import _register, app
+from cli.console import CascadeError
+
+_register()
+runner = CliRunner()
+
+
+def _write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _invoke(*args: str) -> None:
+    result = runner.invoke(app, list(args), catch_exceptions=True)
+    if result.exception is not None:
+        raise result.exception
+    assert result.exit_code == 0, result.output
+
+
+def test_verify_code_file_keeps_columns(tmp_path: Path, shared_data: Path) -> None:
+    rows = [json.loads(line) for line in (shared_data / "sources" / "leetcode_train.jsonl").open()][
+        :3
+    ]
+    data = [
+        {
+            "id": f"r{i}",
+            "extra": i,
+            "response": f"```python\n{r['solutions']}```",
+            "tests": r["tests"],
+        }
+        for i, r in enumerate(rows)
+    ]
+    data[1]["response"] = "```python\nclass Solution:\n    pass\n```"
+    data[2]["response"] = "no code"
+    out = tmp_path / "out.parquet"
+    _invoke(
+        "verify",
+        "--input",
+        str(_write_jsonl(tmp_path / "in.jsonl", data)),
+        "--kind",
+        "code",
+        "--out",
+        str(out),
+    )
+    result = pl.read_parquet(out)
+    assert result.columns == ["id", "extra", "response", "tests", "passed", "score", "detail"]
+    assert result.get_column("passed").to_list() == [True, False, False]
+    assert result.get_column("score").to_list() == [1.0, 0.0, 0.0]
+    assert result.get_column("detail")[2] == "no code block in the response"
+
+
+def test_verify_math_if_and_swe_files(tmp_path: Path) -> None:
+    math_in = _write_jsonl(
+        tmp_path / "math.jsonl",
+        [
+            {"response": "<think>..</think>\\boxed{\\dfrac{1}{2}}", "gold": "0.5"},
+            {"response": "\\boxed{3}", "gold": "4"},
+        ],
+    )
+    _invoke(
+        "verify",
+        "--input",
+        str(math_in),
+        "--kind",
+        "math",
+        "--out",
+        str(tmp_path / "m.jsonl"),
+        "--reference-field",
+        "gold",
+    )
+    math_out = pl.read_ndjson(tmp_path / "m.jsonl")
+    assert math_out.get_column("passed").to_list() == [True, False]
+
+    if_in = _write_jsonl(
+        tmp_path / "if.jsonl",
+        [
+            {
+                "text": "no commas here",
+                "instruction_id_list": ["punctuation:no_comma"],
+                "kwargs": [{}],
+            },
+            {"text": "a, b", "instruction_id_list": ["punctuation:no_comma"], "kwargs": [{}]},
+        ],
+    )
+    _invoke(
+        "verify",
+        "--input",
+        str(if_in),
+        "--kind",
+        "if",
+        "--out",
+        str(tmp_path / "i.jsonl"),
+        "--response-field",
+        "text",
+    )
+    assert pl.read_ndjson(tmp_path / "i.jsonl").get_column("passed").to_list() == [True, False]
+
+    patch = "--- a/x.py\n+++ b/x.py\n@@ -1,1 +1,1 @@\n-a = 1\n+a = 2\n"
+    swe_in = _write_jsonl(
+        tmp_path / "swe.jsonl",
+        [{"response": patch, "patch": patch}, {"response": "", "patch": patch}],
+    )
+    _invoke("verify", "--input", str(swe_in), "--kind", "swe", "--out", str(tmp_path / "s.jsonl"))
+    assert pl.read_ndjson(tmp_path / "s.jsonl").get_column("score").to_list() == [1.0, 0.0]
+
+
+def test_verify_lake_table_reads_tests_from_metadata(tmp_path: Path) -> None:
+    from curation.lake import Lake
+
+    lake_dir = tmp_path / "lake"
+    tests = {"inputs": ["2\n"], "outputs": ["4\n"]}
+    frame = pl.DataFrame(
+        {
+            "id": ["a", "b"],
+            "response": ["```python\nprint(int(input())*2)\n```", "```python\nprint(5)\n```"],
+            "metadata": [json.dumps({"tests": tests}), json.dumps({"tests": tests})],
+        }
+    )
+    Lake(lake_dir).commit("responses", frame, producer="test")
+    _invoke(
+        "--lake",
+        str(lake_dir),
+        "verify",
+        "--table",
+        "responses",
+        "--kind",
+        "code",
+        "--out",
+        "verified",
+    )
+    lake = Lake(lake_dir)
+    out = pl.from_arrow(lake.read("verified"))
+    assert out.get_column("passed").to_list() == [True, False]
+    assert lake.resolve("verified").parents == ["responses@1"]
+
+
+def test_bad_input_gives_one_clear_sentence(tmp_path: Path) -> None:
+    data = _write_jsonl(tmp_path / "in.jsonl", [{"answer": "1", "output": "x"}])
+    with pytest.raises(CascadeError, match="no response field 'response'"):
+        _invoke(
+            "verify", "--input", str(data), "--kind", "math", "--out", str(tmp_path / "o.jsonl")
+        )
+    with pytest.raises(CascadeError, match="unknown --kind 'maths'"):
+        _invoke(
+            "verify", "--input", str(data), "--kind", "maths", "--out", str(tmp_path / "o.jsonl")
+        )
+    with pytest.raises(CascadeError, match="exactly one of --input"):
+        _invoke("verify", "--kind", "math", "--out", str(tmp_path / "o.jsonl"))
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from cli import main; sys.argv[0]='cascade'; main()",
+            "verify",
+            "--input",
+            str(tmp_path / "missing.jsonl"),
+            "--kind",
+            "math",
+            "--out",
+            "o.jsonl",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 1
+    assert "missing.jsonl does not exist" in done.stdout
+    assert "Traceback" not in done.stdout + done.stderr
