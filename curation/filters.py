@@ -251,11 +251,15 @@ _QUESTION_WORD = re.compile(
     re.I,
 )
 _IMPERATIVE = re.compile(
-    r"(?:^|,\s*)(?:then\s+|and\s+|also\s+|hence\s+|now\s+)?" + _ASK_VERBS + r"\b", re.I
+    r"(?:^[\s(]*(?:(?:[a-h]|i{1,3}|iv|vi{0,3}|\d{1,2})[.)]\s*)?|,\s*)"
+    r"(?:then\s+|and\s+|also\s+|hence\s+|now\s+)?" + _ASK_VERBS + r"\b",
+    re.I,
 )
 _NOT_AN_ASK = re.compile(
     r"^\W*(?:express|enter|give\s+(?:your|the)\s+answer|write\s+(?:your|the)\s+answer|round"
     r"|your\s+answer|(?:the\s+)?answer|type|note|include|use|assume|recall|hint|remember"
+    r"|(?:please\s+)?(?:solve|answer|read|consider)\s+the\s+(?:following|next|given)\s+"
+    r"(?:math\s+|word\s+)?(?:problem|question|exercise)s?"
     r"|simplify\s+your|submit|put|state\s+your|list\s+(?:the|your|all\s+the)|that\s+is|i\.\s*e\.|in\s+other\s+words"
     r"|equivalently)\b",
     re.I,
