@@ -73,8 +73,8 @@ def cached_ids(lake: Lake, output: str, candidate_ids: Sequence[str]) -> set[str
     """Ids among `candidate_ids` that already have a row in the output table."""
     if not lake.has(output) or not candidate_ids:
         return set()
-    wanted = pl.Series("id", list(candidate_ids), dtype=pl.String)
-    found = lake.scan(output).select("id").filter(pl.col("id").is_in(wanted)).collect()
+    wanted = pl.LazyFrame({"id": list(candidate_ids)}, schema={"id": pl.String})
+    found = lake.scan(output).select("id").join(wanted, on="id", how="semi").collect()
     return set(found.get_column("id").to_list())
 
 

@@ -1,0 +1,209 @@
+"""The transformers backend and generate_to_lake with tiny teachers built in-process."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from curation.generate import GenerationRequest, Sampling, Teacher, generate_to_lake
+from curation.generate.hf import HfBackend, completion_length, render_chat
+from curation.generate.plan import prompts_from_records
+from curation.generate.tiny_teacher import build_tiny_teacher
+from curation.lake import Lake
+from schemas.generation import GENERATIONS
+
+torch.set_num_threads(1)
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def math_rows(n: int, offset: int = 0) -> list[dict]:
+    with open(SHARED / "sources" / "math_train.jsonl") as fh:
+        rows = [json.loads(line) for _, line in zip(range(offset + n), fh, strict=False)]
+    return rows[offset:]
+
+
+@pytest.fixture(scope="module")
+def random_teacher(tmp_path_factory: pytest.TempPathFactory) -> str:
+    corpus = [r["problem"] for r in math_rows(300)]
+    return str(build_tiny_teacher(tmp_path_factory.mktemp("random"), corpus))
+
+
+@pytest.fixture(scope="module")
+def trained_teacher(tmp_path_factory: pytest.TempPathFactory) -> str:
+    rows = math_rows(300)
+    return str(
+        build_tiny_teacher(
+            tmp_path_factory.mktemp("trained"),
+            [r["problem"] for r in rows],
+            train_on=[(r["problem"], r["answer"]) for r in rows],
+            train_steps=80,
+        )
+    )
+
+
+@pytest.fixture(scope="module")
+def backend(random_teacher: str) -> HfBackend:
+    return HfBackend(random_teacher, batch_size=4, num_threads=1)
+
+
+def request(model: str, text: str, seed: int, sampling: Sampling, **kwargs) -> GenerationRequest:
+    chat = ({"role": "user", "content": text},)
+    return GenerationRequest(f"{text[:20]}|{seed}", model, chat, sampling, seed, kwargs)
+
+
+def test_prompts_render_with_the_teachers_template(backend: HfBackend) -> None:
+    s = Sampling(max_new_tokens=4)
+    thinking = render_chat(
+        backend.tokenizer, request(backend.model, "2+2?", 0, s, enable_thinking=True)
+    )
+    plain = render_chat(
+        backend.tokenizer, request(backend.model, "2+2?", 0, s, enable_thinking=False)
+    )
+    assert thinking == "<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n"
+    assert plain == thinking + "<think>\n\n</think>\n\n"
+
+
+def test_a_sample_depends_on_its_seed_not_on_its_batch(backend: HfBackend) -> None:
+    sampling = Sampling(max_new_tokens=12, temperature=1.0, top_p=0.9, top_k=50)
+    texts = [r["problem"] for r in math_rows(5)]  # different lengths: left padding differs
+    requests = [request(backend.model, t, seed, sampling) for t in texts for seed in (0, 1)]
+    backend.batch_size = 1
+    alone = {c.key: c.text for c in backend.generate(requests)}
+    backend.batch_size = 4
+    batched = {c.key: c.text for c in backend.generate(list(reversed(requests)))}
+    assert alone == batched
+    for text in texts:  # two seeds of one prompt give two different samples
+        assert alone[f"{text[:20]}|0"] != alone[f"{text[:20]}|1"]
+
+
+def test_greedy_ignores_the_seed(backend: HfBackend) -> None:
+    greedy = Sampling(max_new_tokens=10, temperature=0.0)
+    out = {
+        c.key: c.text
+        for c in backend.generate(
+            [request(backend.model, "What is 7*6?", s, greedy) for s in (3, 4)]
+        )
+    }
+    assert out["What is 7*6?|3"] == out["What is 7*6?|4"]
+
+
+def test_token_counts_and_length_limit(backend: HfBackend) -> None:
+    sampling = Sampling(max_new_tokens=6, temperature=1.0)
+    req = request(backend.model, "Compute 17*23.", 5, sampling)
+    (done,) = list(backend.generate([req]))
+    prompt = render_chat(backend.tokenizer, req)
+    assert done.prompt_tokens == len(backend.tokenizer(prompt, add_special_tokens=False).input_ids)
+    if done.finish_reason == "length":
+        assert done.completion_tokens == 6
+    else:
+        assert done.finish_reason == "stop" and done.completion_tokens <= 6
+
+
+def test_completion_length_stops_at_first_end_token() -> None:
+    assert completion_length([4, 9, 2, 0, 2], {2, 0}) == (3, "stop")
+    assert completion_length([4, 9, 7], {2}) == (3, "length")
+    assert completion_length([2], {2}) == (1, "stop")
+
+
+def test_trained_teacher_responses_split_into_reasoning_and_answer(
+    tmp_path: Path, trained_teacher: str
+) -> None:
+    lake = Lake(tmp_path / "lake")
+    prompts = prompts_from_records(math_rows(6, offset=400), origin="math_train")
+    report = generate_to_lake(
+        lake,
+        prompts,
+        output="gens",
+        teacher=Teacher(trained_teacher),
+        backend="hf",
+        backend_options={"batch_size": 8, "num_threads": 1},
+        modes=["thinking", "non_thinking"],
+        k=2,
+        sampling=Sampling(max_new_tokens=64, temperature=0.7),
+        show_progress=False,
+    )
+    assert report.generated == 24
+    rows = lake.read("gens").to_pylist()
+    thinking = [r for r in rows if r["mode"] == "thinking"]
+    plain = [r for r in rows if r["mode"] == "non_thinking"]
+    # The teacher learned the response shape (not its content): the split follows its text.
+    for row in thinking:
+        body = row["response"].lstrip()
+        if body.startswith("<think>") and "</think>" in body:
+            reasoning, answer = body[len("<think>") :].split("</think>", 1)
+            assert row["reasoning"] == (reasoning.strip() or None)
+            assert row["answer"] == answer.strip()
+        elif body.startswith("<think>"):
+            assert row["answer"] == "" and row["truncated"]
+    assert any(r["reasoning"] and not r["truncated"] for r in thinking), thinking
+    assert all(r["reasoning"] is None for r in plain), [r["response"] for r in plain]
+    assert any(r["finish_reason"] == "stop" for r in rows)
+    for row in rows:
+        if row["finish_reason"] == "length":
+            assert row["completion_tokens"] == 64 and row["truncated"]
+
+
+def test_generate_to_lake_caches_by_fingerprint(tmp_path: Path, random_teacher: str) -> None:
+    lake = Lake(tmp_path / "lake")
+    prompts = prompts_from_records(math_rows(3), origin="math_train")
+    kwargs = dict(
+        output="gens",
+        teacher=Teacher(random_teacher),
+        backend="hf",
+        backend_options={"batch_size": 4, "num_threads": 1},
+        modes=["thinking", "non_thinking"],
+        sampling=Sampling(max_new_tokens=5, temperature=1.0),
+        show_progress=False,
+        chunk_size=4,
+    )
+    first = generate_to_lake(lake, prompts, k=2, **kwargs)
+    assert (first.planned, first.cached, first.generated) == (12, 0, 12)
+    assert len(first.versions) == 3  # chunks of 4
+    table = lake.read("gens")
+    GENERATIONS.validate(table.schema, "gens")
+    rows = table.to_pylist()
+    assert sorted((r["mode"], r["sample_index"], r["seed"]) for r in rows) == sorted(
+        (m, i, i) for _ in range(3) for m in ("thinking", "non_thinking") for i in range(2)
+    )
+    assert {r["prompt_id"] for r in rows} == {p for p, _ in prompts}
+    assert all(r["truncated"] == (r["finish_reason"] == "length") for r in rows)
+    assert all(r["model"] == random_teacher and r["backend"] == "hf" for r in rows)
+
+    again = generate_to_lake(lake, prompts, k=2, **kwargs)
+    assert (again.cached, again.generated, again.versions) == (12, 0, [])
+    more = generate_to_lake(lake, prompts, k=3, **kwargs)  # only sample 2 of each is new
+    assert (more.cached, more.generated) == (12, 6)
+    rows = lake.read("gens").to_pylist()
+    assert len(rows) == 18 and len({r["id"] for r in rows}) == 18
+    # A cached sample is exactly what a fresh run would produce (seeded per sample).
+    fresh = Lake(tmp_path / "fresh")
+    generate_to_lake(fresh, prompts, k=3, **kwargs)
+    by_id = {r["id"]: r["response"] for r in fresh.read("gens").to_pylist()}
+    assert {r["id"]: r["response"] for r in rows} == by_id
+
+
+def test_reasoning_opened_by_the_template_is_stored_as_reasoning(tmp_path: Path) -> None:
+    corpus = [r["problem"] for r in math_rows(200)]
+    r1 = str(build_tiny_teacher(tmp_path / "r1", corpus, template="r1"))
+    lake = Lake(tmp_path / "lake")
+    report = generate_to_lake(
+        lake,
+        prompts_from_records(math_rows(2), origin="m"),
+        output="gens",
+        teacher=Teacher(r1, switch="model", non_thinking_model=r1),
+        backend="hf",
+        backend_options={"num_threads": 1},
+        modes=["thinking"],
+        k=1,
+        sampling=Sampling(max_new_tokens=4, temperature=1.0),
+        show_progress=False,
+    )
+    assert report.generated == 2
+    for row in lake.read("gens").to_pylist():
+        if "</think>" in row["response"]:
+            continue  # the random model happened to close it
+        assert row["reasoning"] == (row["response"].strip() or None)
+        assert row["answer"] == "" and row["truncated"]
