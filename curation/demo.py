@@ -1218,20 +1218,28 @@ def _near_dup(text: str, edit: str, r: random.Random) -> str:
             if old in text:
                 return text.replace(old, new, 1)
         return text.replace(" a ", " one ", 1) if " a " in text else "So: " + text
-    if edit == "typo":
-        words = [w for w in re.findall(r"\b[a-z]{6,}\b", text)]
-        if not words:
+    if edit == "typo":  # swap two different adjacent letters inside one longer word
+        spots = [
+            (m.start() + i, m.group(0))
+            for m in re.finditer(r"\b[a-z]{6,}\b", text)
+            for i in range(1, len(m.group(0)) - 2)
+            if m.group(0)[i] != m.group(0)[i + 1]
+        ]
+        if not spots:
             return text + " thx"
-        word = r.choice(words)
-        i = r.randrange(1, len(word) - 2)
-        typo = word[:i] + word[i + 1] + word[i] + word[i + 2 :]
-        return text.replace(word, typo, 1)
+        at, _ = r.choice(spots)
+        return text[:at] + text[at + 1] + text[at] + text[at + 2 :]
     return r.choice(_PREFIXES) + text
 
 
 def _respace(text: str) -> str:
     """Re-space a benchmark item: `$x$` -> `$ x $`, doubled spaces, a line break."""
-    spaced = re.sub(r"\$([^$]+)\$", lambda m: "$ " + " ".join(m.group(1)) + " $", text)
+
+    def spaced_math(match: re.Match[str]) -> str:
+        inner = re.sub(r"\s*([=+\-<>(),^{}])\s*", r" \1 ", match.group(1))
+        return "$ " + " ".join(inner.split()) + " $"
+
+    spaced = re.sub(r"\$([^$]+)\$", spaced_math, text)
     words = spaced.split(" ")
     middle = len(words) // 2
     return "  ".join(words[:middle]) + "\n" + " ".join(words[middle:])
@@ -1340,21 +1348,30 @@ def demo_rows(seed: int = SEED) -> tuple[list[dict[str, object]], list[dict[str,
     extra = _clean_rows(r, bench_grams, 25, accepted)  # texts for missing/unparseable answers
 
     # copies of clean rows: keys point at positions in `clean`
-    originals = r.sample(range(CLEAN_ROWS), sum(DUPLICATE_COUNTS.values()))
+    # near duplicates copy rows long enough that a small edit keeps Jaccard >= 0.8;
+    # siblings copy rows with numbers in the text, so the sibling's numbers differ
+    long_rows = [i for i, (row, _) in enumerate(clean) if len(str(row["problem"])) >= 110]
+    near_picked = r.sample(long_rows, DUPLICATE_COUNTS["near_dup"])
+    numbered = [
+        i
+        for i in range(CLEAN_ROWS)
+        if i not in set(near_picked) and re.search(r"\d", str(clean[i][0]["problem"]))
+    ]
+    sibling_picked = r.sample(numbered, DUPLICATE_COUNTS["sibling"])
+    used = set(near_picked) | set(sibling_picked)
+    rest = [i for i in range(CLEAN_ROWS) if i not in used]
+    exact_picked = r.sample(rest, DUPLICATE_COUNTS["exact_dup"])
+
     copies: list[tuple[dict[str, object], int]] = []
-    picks = iter(originals)
-    for _ in range(DUPLICATE_COUNTS["exact_dup"]):
-        source = next(picks)
+    for source in exact_picked:
         row = clean[source][0]
         copies.append((_row(str(row["problem"]), str(row["answer"]), "exact_dup"), source))
-    for i in range(DUPLICATE_COUNTS["near_dup"]):
-        source = next(picks)
+    for i, source in enumerate(near_picked):
         row = clean[source][0]
         edit = NEAR_DUP_EDITS[i % len(NEAR_DUP_EDITS)]
         text = _near_dup(str(row["problem"]), edit, r)
         copies.append((_row(text, str(row["answer"]), "near_dup", edit=edit), source))
-    for _ in range(DUPLICATE_COUNTS["sibling"]):
-        source = next(picks)
+    for source in sibling_picked:
         row, (t, s, a, values) = clean[source]
         template = TEMPLATES[t]
         for _attempt in range(200):
