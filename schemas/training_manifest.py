@@ -201,7 +201,7 @@ class GRPOStage(_StageBase):
     temperature: float = Field(gt=0)
     top_p: float = Field(1.0, gt=0, le=1)
     top_k: int | None = Field(None, gt=0)
-    max_prompt_len: int = Field(gt=0)
+    max_prompt_len: int | None = Field(None, gt=0, description="prompts longer are dropped")
     max_response_len: int = Field(gt=0)
     overlong_filtering: bool = Field(
         description="True: capped responses get no gradient; False: they stay with low reward"
@@ -212,8 +212,10 @@ class GRPOStage(_StageBase):
         1.0, ge=0, le=1, description="share of prompts per batch in thinking mode"
     )
     dynamic_filtering: Literal["none", "batch", "epoch"] = "none"
-    code_switch_reward: float | None = Field(
-        None, description="reward for a reply that switches language (None: no penalty)"
+    code_switch_reward: float | Literal["batch_min_minus_10"] | None = Field(
+        None,
+        description="reward for a reply that switches language; batch_min_minus_10 = lowest "
+        "reward in the batch minus 10 (Cascade-1 RLHF); None = no penalty",
     )
     reward_model: str | None = None
 

@@ -93,6 +93,23 @@ def plan(manifest: TrainingManifest, manifest_path: Path, only: str | None) -> l
     return chosen
 
 
+def verify_data(
+    plans: list[StagePlan], manifest_path: Path, lake_path: str | Path | None
+) -> None:
+    """Check every SFT stage's data hashes before training anything.
+
+    A wrong hash in a late stage should stop the run now, not after days of earlier stages.
+    (GRPO stages are checked when GRPO lands; their data is read by the rollout loop.)
+    """
+    from training.sft_data import verify_hash
+
+    for p in plans:
+        if isinstance(p.stage, SFTStage):
+            for i, ref in enumerate(p.stage.datasets):
+                where = f"{manifest_path}: stages[{p.stage.name}].datasets[{i}]"
+                verify_hash(ref, where, manifest_path.parent, lake_path)
+
+
 def run_cascade(
     manifest_path: str | Path,
     stage: str | None = None,
@@ -107,6 +124,7 @@ def run_cascade(
     manifest_path = Path(manifest_path).resolve()
     manifest = load_manifest(manifest_path)
     plans = plan(manifest, manifest_path, stage)
+    verify_data(plans, manifest_path, lake_path)
     grpo = [p.stage.name for p in plans if isinstance(p.stage, GRPOStage)]
     if grpo:
         say(f"note: GRPO stages {grpo} are not implemented yet; the run will stop at the first")

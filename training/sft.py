@@ -239,7 +239,10 @@ def run_sft_stage(ctx: StageContext) -> StageResult:
     base = str(ctx.init_from) if ctx.init_from is not None else manifest.base_model
     model = build_model(base, manifest.model_overrides, len(tokenizer), attn, stage.seed)
     if stage.gradient_checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.x name
+            model.activation_checkpointing_enable({"use_reentrant": False})
+        else:
+            model.gradient_checkpointing_enable({"use_reentrant": False})
     model.config.use_cache = False
 
     # --- DeepSpeed engine -------------------------------------------------------------------

@@ -63,28 +63,26 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def load_verified(
+def verify_hash(
     ref: DatasetRef, where: str, manifest_dir: Path, lake_path: str | Path | None
-) -> VerifiedDataset:
-    """Read a dataset reference after checking its hash; `where` names the manifest field."""
+) -> tuple[str, Path | None]:
+    """Recompute a reference's hash; return (location, file path or None for the lake).
+
+    `where` names the manifest field in errors. Raises DataHashError on a mismatch.
+    """
     if ref.is_lake:
         from curation.lake import Lake, LakeError
 
         if lake_path is None or not Path(lake_path).exists():
             raise FileNotFoundError(
-                f"{where}: {ref.ref} is a lake reference but lake "
-                f"{lake_path!s} does not exist (use --lake)"
+                f"{where}: {ref.ref} is a lake reference but lake {lake_path!s} does not exist "
+                "(use --lake)"
             )
-        lake = Lake(lake_path)
         try:
-            info = lake.verify_hash(ref.ref, expected=ref.sha256)
+            info = Lake(lake_path).verify_hash(ref.ref, expected=ref.sha256)
         except LakeError as exc:
             raise DataHashError(f"{where}: {exc}; refusing to train on it") from None
-        table = lake.read(ref.ref)
-        if ref.limit is not None:
-            table = table.slice(0, ref.limit)
-        return VerifiedDataset(ref, f"lake:{info.ref}", info.content_hash, table.to_pylist())
-
+        return f"lake:{info.ref}", None
     path = Path(ref.ref)
     path = path if path.is_absolute() else (manifest_dir / path).resolve()
     if not path.is_file():
@@ -95,7 +93,24 @@ def load_verified(
             f"{where}: {path} has sha256 {actual}, but the manifest pins {ref.sha256}; "
             "refusing to train on data that differs from the manifest"
         )
-    return VerifiedDataset(ref, str(path), actual, _read_rows(path, ref.limit))
+    return str(path), path
+
+
+def load_verified(
+    ref: DatasetRef, where: str, manifest_dir: Path, lake_path: str | Path | None
+) -> VerifiedDataset:
+    """Read a dataset reference after checking its hash; `where` names the manifest field."""
+    location, path = verify_hash(ref, where, manifest_dir, lake_path)
+    if path is None:
+        from curation.lake import Lake
+
+        table = Lake(lake_path).read(ref.ref)  # type: ignore[arg-type]
+        if ref.limit is not None:
+            table = table.slice(0, ref.limit)
+        rows = table.to_pylist()
+    else:
+        rows = _read_rows(path, ref.limit)
+    return VerifiedDataset(ref, location, ref.sha256, rows)
 
 
 def _read_rows(path: Path, limit: int | None) -> list[dict]:
