@@ -6,18 +6,19 @@
   `id` ("demo-0001", ...), `problem`, `answer` (null or "" for `missing_answer` rows),
   `demo_case` (the planted label), `demo_of` (for copies: the `id` of the corpus row or
   benchmark item copied; else null) and `demo_edit` (how a copy was changed; else null).
-- `dir/benchmarks/demo_bench.jsonl`: a small math test set, fields `id` ("bench-01", ...),
-  `problem`, `answer`, that the corpus is decontaminated against.
+- `dir/benchmarks/demo_bench.jsonl`: a small math test set of 32 items, fields `id`
+  ("bench-01" ... "bench-32"), `problem`, `answer`, that the corpus is decontaminated
+  against; 26 items are copied into the corpus, no two items share a word 9-gram.
 
 Labels (`demo_case`) and what a curation recipe must do with them:
 
 | label | rows | expected |
 |---|---|---|
 | `clean` | 400 | kept: varied templates, numbers *and* wording (pairwise char 5-gram Jaccard < 0.6) |
-| `sibling` | 20 | kept: a clean row's template with other numbers and another answer |
+| `sibling` | 20 | kept: a clean row's template with other numbers and another answer (`demo_edit` "numbers") |
 | `exact_dup` | 40 | dropped as duplicate of `demo_of` (byte-identical problem and answer) |
 | `near_dup` | 60 | dropped as duplicate of `demo_of`; `demo_edit` is `respace_case` (identical after case/space normalization), `punctuation`, `word_swap`, `typo` or `prefix` |
-| `contaminated_verbatim` / `_respaced` / `_prefixed` / `_embedded` / `_half` | 6/5/5/5/5 | dropped as contaminated by benchmark item `demo_of` |
+| `contaminated_verbatim` / `_respaced` / `_prefixed` / `_embedded` / `_half` | 6/5/5/5/5 | dropped as contaminated by benchmark item `demo_of` (`demo_edit`: verbatim, respaced, prefixed, embedded, half) |
 | `multiple_choice`, `proof`, `multi_question`, `figure_reference`, `non_english` | 20 each | dropped by the rule of that name |
 | `missing_answer` | 15 | dropped by rule `missing_answer` (null, "" or blank answer) |
 | `unparseable_answer` | 10 | dropped by rule `unparseable_answer` |

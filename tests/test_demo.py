@@ -108,7 +108,7 @@ def test_clean_rows_are_distinct_problems_with_parseable_answers(demo):
     clean = by_case(corpus, "clean")
     sets = [shingles(row["problem"]) for row in clean]
     worst = max(jaccard(sets[i], sets[j]) for i in range(len(sets)) for j in range(i))
-    assert worst < MAX_CLEAN_JACCARD + 0.05  # demo.py's own shingling differs slightly
+    assert worst < MAX_CLEAN_JACCARD  # the generator checks pairs within a template only
     assert len({row["problem"] for row in clean}) == len(clean)
     assert all(answer_parse_error(row["answer"]) is None for row in clean)
     bench_grams = set().union(*(grams9(item["problem"]) for item in bench))
