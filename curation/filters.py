@@ -142,11 +142,17 @@ _PROOF = re.compile(
 _PROOF_ANSWER = re.compile(r"^\s*(?:\\text\{)?\s*(?:proof|see proof|qed)\b", re.I)
 
 
-def measure_proof(problems: Sequence[str], answers: Sequence[str | None]) -> pl.DataFrame:
+def measure_proof(
+    problems: Sequence[str],
+    answers: Sequence[str | None],
+    *,
+    masked: Sequence[str] | None = None,
+) -> pl.DataFrame:
     """`proof_evidence`: the phrase asking for a proof (or a reference answer that says so)."""
     evidence: list[str | None] = []
-    for text, answer in zip(problems, answers, strict=True):
-        match = _PROOF.search(prose(text))
+    masked = masked if masked is not None else [prose(text) for text in problems]
+    for text, answer in zip(masked, answers, strict=True):
+        match = _PROOF.search(text)
         if match:
             evidence.append(match.group(0).strip(" .,;:!?\r\n\t"))
         elif answer is not None and _PROOF_ANSWER.match(answer):
@@ -198,7 +204,10 @@ def _has_listing(text: str) -> bool:
 
 
 def measure_figure_reference(
-    problems: Sequence[str], answers: Sequence[str | None]
+    problems: Sequence[str],
+    answers: Sequence[str | None],
+    *,
+    masked: Sequence[str] | None = None,
 ) -> pl.DataFrame:
     """`figure_evidence`: the reference to a figure that the text does not contain.
 
@@ -208,21 +217,21 @@ def measure_figure_reference(
     """
     evidence: list[str | None] = []
     inline: list[bool] = []
-    for text in problems:
+    masked = masked if masked is not None else [prose(text) for text in problems]
+    for text, masked_text in zip(problems, masked, strict=True):
         has_figure = bool(_INLINE_FIGURE.search(text))
         inline.append(has_figure)
         if link := _IMAGE_LINK.search(text):
             evidence.append(f"image link: {link.group(0)[:60]}")
             continue
-        masked = prose(text)
         found = None
         if not has_figure:
-            for match in _FIGURE_PHRASE.finditer(masked):
-                if not _NEGATED_FIGURE.match(masked[match.end() :]):
+            for match in _FIGURE_PHRASE.finditer(masked_text):
+                if not _NEGATED_FIGURE.match(masked_text[match.end() :]):
                     found = match.group(0)
                     break
         if found is None and not (has_figure or _INLINE_DISPLAY.search(text) or _has_listing(text)):
-            match = _SHOWN_PHRASE.search(masked)
+            match = _SHOWN_PHRASE.search(masked_text)
             found = match.group(0).rstrip(".: ") if match else None
         evidence.append(found)
     return pl.DataFrame(
@@ -313,7 +322,12 @@ def _parts(text: str) -> list[str]:
     return [text[bounds[i] : bounds[i + 1]] for i in range(len(best))]
 
 
-def measure_multi_question(problems: Sequence[str], answers: Sequence[str | None]) -> pl.DataFrame:
+def measure_multi_question(
+    problems: Sequence[str],
+    answers: Sequence[str | None],
+    *,
+    masked: Sequence[str] | None = None,
+) -> pl.DataFrame:
     """`question_count` (asks found) and `asking_parts` (labelled parts that each ask).
 
     Flags two or more labelled parts that ask, two or more questions ending in '?', or two
@@ -323,10 +337,10 @@ def measure_multi_question(problems: Sequence[str], answers: Sequence[str | None
     counts: list[int] = []
     parts_asking: list[int] = []
     flags: list[bool] = []
-    for text in problems:
-        masked = prose(text)
-        questions, imperatives = _asks(masked)
-        asking = sum(1 for part in _parts(masked) if any(_asks(part)))
+    masked = masked if masked is not None else [prose(text) for text in problems]
+    for text in masked:
+        questions, imperatives = _asks(text)
+        asking = sum(1 for part in _parts(text) if any(_asks(part)))
         counts.append(len(questions) + len(imperatives))
         parts_asking.append(asking)
         flags.append(asking >= 2 or len(questions) >= 2 or len(imperatives) >= 2)
@@ -374,6 +388,7 @@ def measure_non_english(
     *,
     min_ascii_letter_ratio: float = 0.9,
     min_foreign_words: int = 3,
+    masked: Sequence[str] | None = None,
 ) -> pl.DataFrame:
     """`ascii_letter_ratio` and `foreign_word_share` of the prose outside LaTeX.
 
@@ -384,12 +399,16 @@ def measure_non_english(
     ratios: list[float] = []
     shares: list[float] = []
     flags: list[bool] = []
-    for text in problems:
-        masked = unicodedata.normalize("NFC", prose(text))
-        letters = [c for c in masked if c.isalpha()]
-        ascii_letters = sum(1 for c in letters if c.isascii())
-        ratio = ascii_letters / len(letters) if letters else 1.0
-        words = [w.lower() for w in _WORD.findall(masked)]
+    masked = masked if masked is not None else [prose(text) for text in problems]
+    for text in masked:
+        if text.isascii():  # most rows: every letter is ASCII
+            ratio = 1.0
+        else:
+            text = unicodedata.normalize("NFC", text)
+            letters = [c for c in text if c.isalpha()]
+            ascii_letters = sum(1 for c in letters if c.isascii())
+            ratio = ascii_letters / len(letters) if letters else 1.0
+        words = _WORD.findall(text.lower())
         foreign = sum(1 for w in words if w in _FOREIGN_WORDS)
         english = sum(1 for w in words if w in _ENGLISH_WORDS)
         share = foreign / (foreign + english) if foreign + english else 0.0
@@ -508,6 +527,7 @@ class FilterRule:
     description: str
     measure: Callable[..., pl.DataFrame]
     evidence: str | None
+    reads_prose: bool = False  # measure takes `masked=` (prose() of each problem)
 
 
 RULES: dict[str, FilterRule] = {
@@ -530,6 +550,7 @@ RULES: dict[str, FilterRule] = {
             "The prose outside LaTeX is in another script or another language.",
             measure_non_english,
             "ascii_letter_ratio",
+            reads_prose=True,
         ),
         FilterRule(
             "multiple_choice",
@@ -542,18 +563,21 @@ RULES: dict[str, FilterRule] = {
             "The problem asks for a proof (prove, show that, ...).",
             measure_proof,
             "proof_evidence",
+            reads_prose=True,
         ),
         FilterRule(
             "figure_reference",
             "The problem refers to a figure or image that is not in the text.",
             measure_figure_reference,
             "figure_evidence",
+            reads_prose=True,
         ),
         FilterRule(
             "multi_question",
             "The problem asks two or more separate questions.",
             measure_multi_question,
             "question_count",
+            reads_prose=True,
         ),
     )
 }
@@ -592,7 +616,17 @@ def measure_rules(
     if unknown:
         raise ValueError(f"params given for rules not applied: {sorted(unknown)}")
     problems, answers = _inputs(df)
-    measured = [_rule(name).measure(problems, answers, **params.get(name, {})) for name in rules]
+    chosen = [_rule(name) for name in rules]
+    masked = [prose(text) for text in problems] if any(r.reads_prose for r in chosen) else None
+    measured = [
+        rule.measure(
+            problems,
+            answers,
+            **({"masked": masked} if rule.reads_prose else {}),
+            **params.get(rule.name, {}),
+        )
+        for rule in chosen
+    ]
     return pl.concat([df, *measured], how="horizontal") if measured else df
 
 
