@@ -6,8 +6,12 @@ recipe's tests; here each planted case is checked against what defines it.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -73,6 +77,30 @@ def test_output_is_byte_identical_across_runs_and_seed_dependent(tmp_path, demo)
     assert first.sources[0].read_bytes() != other.sources[0].read_bytes()
     assert first.benchmark_dir == first.benchmark.parent
     assert first.sources[0].parent != first.benchmark_dir  # a benchmark dir holds only tests
+
+
+def test_output_does_not_depend_on_the_hash_seed(tmp_path, demo):
+    _, _, first = demo
+    script = (
+        "import sys; from curation.demo import write_demo_corpus; "
+        "print(write_demo_corpus(sys.argv[1]).sources[0])"
+    )
+    root = Path(__file__).resolve().parents[1]
+    for seed in ("1", "12345"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        out = subprocess.run(
+            [sys.executable, "-c", script, str(tmp_path / seed)],
+            env=env,
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        written = Path(out.stdout.strip()).read_bytes()
+        assert (
+            hashlib.sha256(written).digest()
+            == hashlib.sha256(first.sources[0].read_bytes()).digest()
+        )
 
 
 def test_every_row_has_fields_and_a_known_label(demo):
