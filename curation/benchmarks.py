@@ -257,11 +257,13 @@ def load_jsonl_benchmark(path: str | Path, spec: BenchmarkSpec | None = None) ->
     Errors name the file, line and field.
     """
     path = Path(path)
+    unregistered = False
     if spec is None:
         try:
             spec = resolve_name(path.stem)
         except KeyError:
             spec = BenchmarkSpec(name=path.stem, domain="unknown", hub_id=None)
+            unregistered = True
     ids: list[str] = []
     texts: list[str] = []
     with path.open(encoding="utf-8") as handle:
@@ -276,7 +278,9 @@ def load_jsonl_benchmark(path: str | Path, spec: BenchmarkSpec | None = None) ->
             if not isinstance(record, dict):
                 raise ValueError(f"{where}: expected a JSON object, got {type(record).__name__}")
             texts.append(_item_text(record, spec.text_fields, where))
-            if spec.id_field is None:
+            if spec.id_field is None and unregistered and record.get("id") is not None:
+                ids.append(str(record["id"]))  # an unregistered file's own ids, if it has them
+            elif spec.id_field is None:
                 ids.append(f"{spec.name}-{len(ids)}")
             elif spec.id_field not in record or record[spec.id_field] is None:
                 raise ValueError(f"{where}: missing id field {spec.id_field!r}")

@@ -1,0 +1,148 @@
+"""End to end: `cascade build dataset math_rl_v2 --profile demo` catches every planted case."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from builders.runner import BuildError, build_dataset, parse_overrides
+from curation.lake import Lake
+
+FILTER_CASES = (
+    "multiple_choice",
+    "proof",
+    "multi_question",
+    "figure_reference",
+    "non_english",
+    "missing_answer",
+    "unparseable_answer",
+)
+
+
+@pytest.fixture(scope="module")
+def demo_build(tmp_path_factory):
+    root = tmp_path_factory.mktemp("demo")
+    lake = Lake(root / "lake")
+    report = build_dataset(lake, "math_rl_v2", profile="demo", manifests_dir=root / "manifests")
+    return lake, report
+
+
+def _rows(lake: Lake) -> pl.DataFrame:
+    """Every source row with its planted label, whether it was kept, and its drop."""
+    sources = pl.from_arrow(lake.read("math_rl_v2_sources")).with_columns(
+        pl.col("metadata").str.json_path_match("$.demo_case").alias("case"),
+        pl.col("metadata").str.json_path_match("$.demo_of").alias("of"),
+    )
+    kept = pl.from_arrow(lake.read("math_rl_v2", columns=["source_id"])).with_columns(
+        pl.lit(True).alias("kept")
+    )
+    drops = pl.from_arrow(lake.sql("SELECT step, reason, detail FROM drops").to_arrow_table())
+    drops = drops.with_columns(
+        pl.col("detail").str.json_path_match("$.row_source_id").alias("source_id")
+    )
+    return sources.join(kept, on="source_id", how="left").join(drops, on="source_id", how="left")
+
+
+def test_every_planted_case_is_caught_and_no_clean_row_dropped(demo_build) -> None:
+    lake, _ = demo_build
+    rows = _rows(lake)
+    assert rows.height == lake.resolve("math_rl_v2_sources").rows  # one drop per row at most
+    for case in ("clean", "sibling"):
+        part = rows.filter(pl.col("case") == case)
+        assert part.height > 0
+        assert part["kept"].fill_null(False).all(), part.filter(pl.col("kept").is_null())
+    for case in FILTER_CASES:
+        part = rows.filter(pl.col("case") == case)
+        assert part.height > 0
+        assert part["kept"].is_null().all()
+        assert set(part["reason"]) == {case}, part.select("problem", "reason").head()
+    contaminated = rows.filter(pl.col("case").str.starts_with("contaminated_"))
+    assert contaminated.height == 26
+    assert set(contaminated["reason"]) == {"contaminated"}
+    matched = contaminated["detail"].str.json_path_match("$.benchmark_id")
+    assert (matched == contaminated["of"]).all()
+    ids = dict(zip(rows["source_id"], rows["id"], strict=True))
+    dups = rows.filter(pl.col("case").is_in(["exact_dup", "near_dup"]))
+    assert dups.height == 100
+    assert set(dups["reason"]) <= {"exact_duplicate", "near_duplicate"}
+    duplicate_of = dups["detail"].str.json_path_match("$.duplicate_of").to_list()
+    assert duplicate_of == [ids[o] for o in dups["of"]]  # points at the planted original
+    assert (
+        lake.resolve("math_rl_v2").rows
+        == rows.filter(pl.col("case").is_in(["clean", "sibling"])).height
+    )
+
+
+def test_manifest_records_funnel_hashes_and_benchmarks(demo_build) -> None:
+    lake, report = demo_build
+    manifest = json.loads(Path(report.manifest_path).read_text())
+    assert Path(report.manifest_path).name == f"v{manifest['version']}.json"
+    out = lake.resolve(manifest["output"]["ref"])
+    assert manifest["output"]["content_hash"] == out.content_hash
+    assert manifest["inputs"][0]["ref"] == out.parents[0]
+    assert [s["step"] for s in manifest["funnel"]] == [
+        "rule_filters",
+        "decontaminate",
+        "exact_dedup",
+        "near_dedup",
+    ]
+    for a, b in zip(manifest["funnel"], manifest["funnel"][1:], strict=False):
+        assert a["rows_out"] == b["rows_in"]
+        assert a["rows_in"] - a["rows_out"] == sum(a["dropped"].values())
+    assert manifest["funnel"][-1]["rows_out"] == out.rows
+    assert [b["name"] for b in manifest["benchmarks"]] == ["demo_bench"]
+    assert len(manifest["benchmarks"][0]["content_hash"]) == 64
+    dropped = lake.sql("SELECT count(*) FROM drops").fetchall()[0][0]
+    assert dropped == sum(sum(s["dropped"].values()) for s in manifest["funnel"])
+
+
+def test_rebuild_is_deterministic_and_a_new_version(tmp_path: Path) -> None:
+    lake = Lake(tmp_path / "lake")
+    first = build_dataset(lake, "math_rl_v2", profile="demo", manifests_dir=tmp_path / "m")
+    second = build_dataset(lake, "math_rl_v2", profile="demo", manifests_dir=tmp_path / "m")
+    assert (first.manifest.version, second.manifest.version) == (1, 2)
+    assert first.manifest.output.content_hash == second.manifest.output.content_hash
+    assert (tmp_path / "m/datasets/math_rl_v2/v2.json").exists()
+
+
+def test_overrides_are_typed_and_checked() -> None:
+    defaults = {"ngram": 9, "decontam_rule": "x", "rules": ["a"], "flag": False, "t": 0.7}
+    got = parse_overrides(["ngram=13", "rules=a,b", "flag=true", "t=0.8"], defaults)
+    assert got == {"ngram": 13, "rules": ["a", "b"], "flag": True, "t": 0.8}
+    with pytest.raises(BuildError, match="unknown parameter 'nope'"):
+        parse_overrides(["nope=1"], defaults)
+    with pytest.raises(BuildError, match="expected a int"):
+        parse_overrides(["ngram=nine"], defaults)
+
+
+def test_cli_build_prints_the_funnel_and_sql_answers(tmp_path: Path) -> None:
+    from cli import _register, app
+
+    _register()
+    runner = CliRunner()
+    lake = str(tmp_path / "lake")
+    args = ["--lake", lake, "build", "dataset", "math_rl_v2", "--profile", "demo"]
+    result = runner.invoke(app, [*args, "--manifests", str(tmp_path / "m")])
+    assert result.exit_code == 0, result.output
+    for word in ("rule_filters", "decontaminate", "near_dedup", "contaminated", "published"):
+        assert word in result.output
+    result = runner.invoke(
+        app,
+        [
+            "--lake",
+            lake,
+            "sql",
+            "select reason, count(*) n from drops group by 1",
+            "--format",
+            "csv",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    counts = dict(line.split(",") for line in result.output.strip().splitlines()[1:])
+    assert counts["contaminated"] == "26" and counts["proof"] == "20"
+    missing = runner.invoke(app, ["--lake", lake, "build", "dataset", "math_rl_v2"])
+    assert missing.exit_code != 0
