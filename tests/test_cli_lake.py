@@ -1,0 +1,116 @@
+"""The lake commands as a user runs them: ingest, sql in every format, lake ls/log/show."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+from typer.testing import CliRunner
+
+from cli import _register, app
+
+_register()
+runner = CliRunner()
+
+
+@pytest.fixture
+def cli_lake(tmp_path: Path) -> tuple[str, Path]:
+    src = tmp_path / "src.jsonl"
+    src.write_text(
+        "".join(
+            json.dumps({"question": f"What is {i} times 3?", "answer": str(3 * i), "level": i % 2})
+            + "\n"
+            for i in range(20)
+        )
+    )
+    lake = str(tmp_path / "lake")
+    for _ in range(2):
+        result = runner.invoke(
+            app, ["--lake", lake, "ingest", str(src), "--table", "q", "--map", "problem=question"]
+        )
+        assert result.exit_code == 0, result.output
+    return lake, tmp_path
+
+
+def invoke(lake: str, *args: str):
+    return runner.invoke(app, ["--lake", lake, *args])
+
+
+def test_sql_formats(cli_lake) -> None:
+    lake, tmp = cli_lake
+    q = 'SELECT answer FROM "q@1" ORDER BY CAST(answer AS INT) LIMIT 3'
+    table = invoke(lake, "sql", q)
+    assert table.exit_code == 0 and "answer" in table.output and "6" in table.output
+    csv = invoke(lake, "sql", q, "--format", "csv")
+    assert csv.output.split() == ["answer", "0", "3", "6"]
+    js = invoke(lake, "sql", q, "--format", "json")
+    assert json.loads(js.output) == [{"answer": "0"}, {"answer": "3"}, {"answer": "6"}]
+    out = tmp / "r.parquet"
+    pq = invoke(lake, "sql", "SELECT * FROM q", "--format", "parquet", "--out", str(out))
+    assert pq.exit_code == 0 and pl.read_parquet(out).height == 20
+    meta = invoke(lake, "sql", "SELECT name, version, rows FROM versions", "--format", "csv")
+    assert meta.output.split() == ["name,version,rows", "q,1,20", "q,2,20"]
+
+
+def test_bad_query_is_one_line_without_traceback(cli_lake) -> None:
+    lake, _ = cli_lake
+    proc = subprocess.run(
+        [sys.executable, "-c", "from cli import main; main()", "--lake", lake, "sql", "SELEC nope"],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stdout + proc.stderr
+    lines = (proc.stdout + proc.stderr).strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: Parser Error")
+
+
+def test_lake_ls_log_show(cli_lake) -> None:
+    lake, _ = cli_lake
+    ls = invoke(lake, "lake", "ls")
+    assert ls.exit_code == 0 and "q" in ls.output and "prompts" in ls.output
+    log = invoke(lake, "lake", "log", "q")
+    assert log.exit_code == 0 and "ingest" in log.output and "2 " in log.output
+    show = invoke(lake, "lake", "show", "q@1")
+    assert show.exit_code == 0
+    for text in (
+        "rows:     20",
+        "sha256:",
+        "problem: string",
+        "metadata: string",
+        "producer: cascade ingest",
+    ):
+        assert text in show.output
+    missing = invoke(lake, "lake", "show", "q@9")
+    assert missing.exit_code != 0
+
+
+def test_ingest_errors_exit_nonzero_with_the_reason(cli_lake) -> None:
+    lake, tmp = cli_lake
+    bad = tmp / "bad.jsonl"
+    bad.write_text('{"problem": "a"}\n{nope\n')
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from cli import main; main()",
+            "--lake",
+            lake,
+            "ingest",
+            str(bad),
+            "--table",
+            "b",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert proc.returncode == 1
+    assert f"{bad}:2: malformed line" in proc.stdout and "Traceback" not in proc.stderr
+    skipped = invoke(lake, "ingest", str(bad), "--table", "b", "--on-error", "skip")
+    assert skipped.exit_code == 0 and "skipped 1 malformed" in skipped.output
