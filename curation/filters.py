@@ -167,18 +167,19 @@ def measure_proof(
 
 # -- rule: figure reference --------------------------------------------------------------
 
-# "image" (of a point under a map) and "drawing" (a scale drawing) are usually not figures.
-# "pictures" (plural) is nearly always a story's photos.
-_VISUAL = r"(?:figures?|diagrams?|picture|illustrations?|sketch(?:es)?)"
+# "image" (of a point under a map) and "drawing" (a scale drawing) are usually not figures;
+# "in the picture" is as often a story's photo (a selfie) as a figure, so "picture" counts
+# only as "the picture below/shows", "see the picture" or "pictured".
+_VISUAL = r"(?:figures?|diagrams?|illustrations?|sketch(?:es)?)"
 # Reference phrases, matched on prose() text (math and [asy] code masked out).
 _FIGURE_PHRASE = re.compile(
     r"\b(?:in|see|from|on|to|into)\s+the\s+(?:above\s+|below\s+|following\s+|accompanying\s+"
     r"|adjoining\s+|adjacent\s+|given\s+|first\s+|second\s+)?" + _VISUAL + r"\b"
-    r"|\bthe\s+(?:accompanying\s+|adjoining\s+|following\s+|given\s+)?(?:diagrams?|picture"
+    r"|\bthe\s+(?:accompanying\s+|adjoining\s+|following\s+|given\s+)?(?:diagrams?"
     r"|illustrations?)\b"
-    r"|\bthe\s+" + _VISUAL + r"\s+(?:below|above|shows?|shown|at\s+(?:the\s+)?(?:right|left)"
-    r"|to\s+the\s+(?:right|left)|indicates?)\b"
-    r"|\bsee\s+" + _VISUAL + r"\b"
+    r"|\bthe\s+(?:" + _VISUAL + r"|picture)\s+(?:below|above|shows?|shown"
+    r"|at\s+(?:the\s+)?(?:right|left)|to\s+the\s+(?:right|left)|indicates?)\b"
+    r"|\bsee\s+(?:the\s+)?(?:" + _VISUAL + r"|picture)\b"
     r"|\bthe\s+(?:graph|drawing|image)\s+(?:below|above|shown|at\s+(?:the\s+)?(?:right|left))\b"
     r"|\bpictured\b|\bnot\s+(?:drawn\s+)?to\s+scale\b",
     re.I,
@@ -193,7 +194,7 @@ _NEGATED_FIGURE = re.compile(r"^\s*(?:was|is|were)\s+not\s+(?:given|provided|sho
 _IMAGE_LINK = re.compile(
     r"\\includegraphics|!\[[^\]]*\]\(|<img\b|https?://\S+?\.(?:png|jpe?g|gif|svg|bmp)\b", re.I
 )
-_INLINE_FIGURE = re.compile(r"\[asy\]|\\begin\{(?:tabular|array)\}")
+_INLINE_FIGURE = re.compile(r"\[asy\]|\\begin\{(?:tabular|array)\}|\\chemfig\b")
 _INLINE_DISPLAY = re.compile(r"\[asy\]|\\begin\{\w+\*?\}|\$\$|\\\[")
 
 
@@ -269,7 +270,9 @@ _NOT_AN_ASK = re.compile(
     r"|your\s+answer|(?:the\s+)?answer|type|note|include|use|assume|recall|hint|remember"
     r"|(?:please\s+)?(?:solve|answer|read|consider)\s+the\s+(?:following|next|given)\s+"
     r"(?:math\s+|word\s+)?(?:problem|question|exercise)s?"
-    r"|simplify\s+your|submit|put|state\s+your|list\s+(?:the|your|all\s+the)|that\s+is|i\.\s*e\.|in\s+other\s+words"
+    r"|simplify\s+your|submit|put|state\s+your|list\s+(?:the|your|all\s+the)|that\s+is"
+    r"|i\.\s*e\b|in\s+other\s+words"
+    r"|show\s+(?:your|all)\s+(?:work|steps|reasoning)|explain\s+your"
     r"|equivalently)\b",
     re.I,
 )
@@ -279,15 +282,26 @@ _PART_LABEL = re.compile(
     r"(\d{1,2})[.)])(?=\s)",
     re.M,
 )
+_ANSWER_FORM = re.compile(
+    r"\b(?:in|of)\s+the\s+form\b|\bcan\s+be\s+(?:written|expressed|simplified)\s+as\b"
+    r"|\bis\s+of\s+the\s+form\b",
+    re.I,
+)
 _ROMAN = ("i", "ii", "iii", "iv", "v", "vi", "vii", "viii")
 
 
 def _asks(text: str) -> tuple[list[str], list[str]]:
-    """Sentences that ask a question: (ending in '?', starting with an imperative)."""
+    """Sentences that ask a question: (ending in '?', starting with an imperative).
+
+    Once a sentence says the answer takes a form ("can be written in the form m/n"), the
+    asks that follow ("What is m+n?") report that same answer and are not counted.
+    """
     questions: list[str] = []
     imperatives: list[str] = []
     for sentence in _SENTENCE_END.split(text):
         sentence = sentence.strip()
+        if _ANSWER_FORM.search(sentence):
+            break
         if not sentence or _NOT_AN_ASK.match(sentence):
             continue
         if sentence.endswith("?") and _QUESTION_WORD.search(sentence):

@@ -68,10 +68,24 @@ def load_source(shared_data: Path, name: str) -> pl.DataFrame:
     return _prompts(problems, answers, name)
 
 
+def load_benchmark_rows(shared_data: Path, name: str) -> pl.DataFrame:
+    """A shared benchmark file as a `prompts` frame (real problems of other sets)."""
+    records = [
+        json.loads(line)
+        for line in (shared_data / "benchmarks" / f"{name}.jsonl").read_text().splitlines()
+    ]
+    key = "answer" if "answer" in records[0] else "expected_answer"
+    answers = [None if r.get(key) is None else str(r[key]) for r in records]
+    return _prompts([r["problem"] for r in records], answers, name)
+
+
 @pytest.fixture(scope="module")
 def sources(shared_data: Path) -> dict[str, pl.DataFrame]:
     names = ("math_train", "aime_1983_2023", "gsm8k_train", "openmath_aops_threads")
-    return {name: load_source(shared_data, name) for name in names}
+    frames = {name: load_source(shared_data, name) for name in names}
+    for name in ("amc22_23", "minerva_math", "olympiadbench", "aime25"):
+        frames[name] = load_benchmark_rows(shared_data, name)
+    return frames
 
 
 @pytest.fixture(scope="module")
@@ -203,6 +217,26 @@ def test_figure_reference_real_rows(sources):
     )
 
 
+def test_figure_reference_rows_of_other_real_sets(sources):
+    check(
+        figure_reference,
+        sources,
+        positives={
+            # "The diagram below shows", "in the figure", "(Note: The figure is not drawn
+            # to scale.)" with no figure in the text
+            "amc22_23": [25, 28, 30],
+            "minerva_math": [202],  # \includegraphics{...}: an image file
+            "aime25": [17],  # "One way to do this is shown below" with nothing below
+        },
+        negatives={
+            # "Each selfie will have either two or three students in the picture"
+            "olympiadbench": [608],
+            # "The benzene molecule is shown below:" followed by \chemfig code
+            "minerva_math": [252],
+        },
+    )
+
+
 def test_figure_reference_image_link_is_flagged_even_with_asy():
     df = _prompts(
         [
@@ -241,6 +275,26 @@ def test_multi_question_real_rows(sources):
             # 4717: "twice as many polar bears?" is a statement with a typo;
             # 502: a question inside a quoted sticker text
             "gsm8k_train": [4717, 502, 1258],
+        },
+    )
+
+
+def test_multi_question_rows_of_other_real_sets(sources):
+    check(
+        multi_question,
+        sources,
+        positives={
+            # "Subproblem 0: ... Solution: ... Subproblem 1: ...?" several parts in one
+            "minerva_math": [12, 41, 46],
+            # "Prove that there are only finitely many ... Find the largest among them."
+            "olympiadbench": [34],
+        },
+        negatives={
+            # "What is the weight ...? The answer can be written in the form m/n ...
+            # What is m-n?": the second question reports the first answer
+            "amc22_23": [52, 61, 62, 66],
+            # "Compute the Laplace transform ... Show your work."
+            "minerva_math": [120],
         },
     )
 
