@@ -34,6 +34,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 
 from curation.benchmarks import Benchmark
 from curation.steps import StepResult
@@ -53,46 +54,135 @@ REWRITE_PATTERN = (
     r"|([0-9]),(?:\\!)?([0-9]{3})(?-u:\b)"
 )
 REWRITE_REPLACEMENT = "${1}${2}${3}${4}"
-TOKEN_PATTERN = r"[\p{L}\p{N}]+"
 
-_HASH_SEED = 0x5EED_CA5C
-_ROLL_BASE = np.uint64(0x9E3779B97F4A7C15)  # odd, so the rolling hash mixes every token
-_BITMAP_BITS = 24
+_NON_ASCII_SEPARATOR = r"[^\p{L}\p{N}\x00-\x7F]+"  # non-ASCII punctuation and symbols
+
+_PACK_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [2**64 - 1], dtype=np.uint64)
+_MIX_A = np.uint64(0x9E3779B97F4A7C15)
+_MIX_B = np.uint64(0xBF58476D1CE4E5B9)
+_ROLL_BASE = np.uint64(0xD6E8FEB86659FD93)  # odd, so the rolling hash mixes every token
+_SHIFT = np.uint64(31)
+_MAX_BITMAP_BITS = 24
 
 
-def normalize_expr(column: str | pl.Expr) -> pl.Expr:
-    """Polars expression: text -> list of normalized word tokens.
+def rewrite_expr(column: str | pl.Expr) -> pl.Expr:
+    """Polars expression: text -> normalized text whose letter/digit runs are the tokens.
 
-    Rewrites LaTeX layout (see REWRITE_PATTERN), lower-cases, then keeps runs of letters and
-    digits: punctuation, `$`, braces and spacing never change the tokens, so `$ x + y $` and
-    `$x+y$` tokenize alike (operators are dropped, which n-grams of 9 words can afford).
+    Rewrites LaTeX layout (see REWRITE_PATTERN), lower-cases, and turns non-ASCII
+    punctuation into spaces. Everything that is not a letter or digit separates tokens, so
+    `$ x + y $` and `$x+y$` tokenize alike (operators are dropped; 9-word n-grams can afford
+    it).
     """
     expr = pl.col(column) if isinstance(column, str) else column
     return (
         expr.str.replace_all(REWRITE_PATTERN, REWRITE_REPLACEMENT)
         .str.to_lowercase()
-        .str.extract_all(TOKEN_PATTERN)
+        .str.replace_all(_NON_ASCII_SEPARATOR, " ")
     )
 
 
+@dataclass
+class Tokens:
+    """The word tokens of a batch of texts, located in one UTF-8 buffer.
+
+    No per-token Python or Arrow strings are made: a token is a byte span of `data`.
+    `values` (uint64) is exact for tokens of at most 8 bytes (their bytes packed, then a
+    bijective mix) and a hash of all 8-byte chunks for longer ones (`long`); `offsets` are
+    per-text token offsets (len + 1).
+    """
+
+    data: np.ndarray
+    starts: np.ndarray
+    lengths: np.ndarray
+    offsets: np.ndarray
+    values: np.ndarray
+
+    @property
+    def long(self) -> np.ndarray:
+        return self.lengths > 8
+
+    def equal(self, mine: np.ndarray, other: Tokens, theirs: np.ndarray) -> np.ndarray:
+        """Exact byte equality of tokens `mine` here and `theirs` in `other` (vectorized)."""
+        lengths = self.lengths[mine]
+        same = (lengths == other.lengths[theirs]) & (self.values[mine] == other.values[theirs])
+        pending, chunk = np.flatnonzero(same & (lengths > 8)), 0
+        while pending.size:  # values of long tokens are hashes: compare every 8-byte chunk
+            mask = np.take(_PACK_MASKS, np.minimum(lengths[pending] - chunk, 8))
+            a = self.words[self.starts[mine[pending]] + chunk] & mask
+            b = other.words[other.starts[theirs[pending]] + chunk] & mask
+            same[pending[a != b]] = False
+            chunk += 8
+            pending = pending[(a == b) & (lengths[pending] > chunk)]
+        return same
+
+    @property
+    def words(self) -> np.ndarray:
+        """Little-endian 8-byte loads at every byte offset of `data` (a strided view)."""
+        return np.ndarray(buffer=self.data, dtype="<u8", shape=(self.data.size - 8,), strides=(1,))
+
+    def token(self, index: int) -> str:
+        start = int(self.starts[index])
+        return self.data[start : start + int(self.lengths[index])].tobytes().decode("utf-8")
+
+    def window_text(self, first: int, length: int) -> str:
+        """The space-joined tokens `first .. first + length - 1`."""
+        return " ".join(self.token(t) for t in range(first, first + length))
+
+    def strings(self) -> pl.Series:
+        """Every token as a string (for small batches such as benchmark items)."""
+        return pl.Series("token", [self.token(t) for t in range(self.values.size)], pl.String)
+
+
+def tokenize(texts: pl.Series) -> Tokens:
+    """Tokenize a batch of texts: Polars rewrites them, NumPy finds and packs the tokens."""
+    normalized = texts.fill_null("").to_frame("t").select(rewrite_expr("t")).to_series()
+    arrow = normalized.to_arrow()
+    if isinstance(arrow, pa.ChunkedArray):
+        arrow = arrow.combine_chunks()
+    arrow = arrow.cast(pa.large_string())
+    _, offsets_buffer, data_buffer = arrow.buffers()
+    byte_offsets = np.frombuffer(offsets_buffer, dtype=np.int64)[
+        arrow.offset : arrow.offset + len(arrow) + 1
+    ]
+    base, size = int(byte_offsets[0]), int(byte_offsets[-1] - byte_offsets[0])
+    data = np.zeros(size + 16, dtype=np.uint8)  # zero padding: 8-byte loads never overrun
+    if size:
+        data[:size] = np.frombuffer(data_buffer, dtype=np.uint8, count=size, offset=base)
+    byte_offsets = byte_offsets - base
+    # token bytes: ASCII digits and lower-case letters, and every byte >= 0x80 (UTF-8 of
+    # letters and digits; other non-ASCII characters became spaces in `rewrite_expr`)
+    is_token = (data - np.uint8(48) <= 9) | (data - np.uint8(97) <= 25) | (data >= 128)
+    begins = is_token.copy()
+    begins[1:] &= ~is_token[:-1]
+    finishes = is_token.copy()
+    finishes[:-1] &= ~is_token[1:]
+    inner = byte_offsets[1:-1]  # a token never spans two texts
+    begins[inner] = is_token[inner]
+    finishes[inner - 1] = is_token[inner - 1]
+    starts = np.flatnonzero(begins)
+    lengths = np.flatnonzero(finishes) + 1 - starts
+    words = np.ndarray(buffer=data, dtype="<u8", shape=(data.size - 8,), strides=(1,))
+    values = words[starts] & np.take(_PACK_MASKS, np.minimum(lengths, 8))
+    with np.errstate(over="ignore"):
+        pending, chunk = np.flatnonzero(lengths > 8), 8
+        while pending.size:  # fold the further 8-byte chunks of long tokens in
+            rest = words[starts[pending] + chunk] & np.take(
+                _PACK_MASKS, np.minimum(lengths[pending] - chunk, 8)
+            )
+            values[pending] = (values[pending] * _MIX_A) ^ rest
+            chunk += 8
+            pending = pending[lengths[pending] > chunk]
+        values *= _MIX_A
+        values ^= values >> _SHIFT
+        values *= _MIX_B
+    offsets = np.searchsorted(starts, byte_offsets).astype(np.int64)
+    return Tokens(data, starts, lengths, offsets, values)
+
+
 def normalize_text(text: str) -> str:
-    """The normalized token string of one text (same rules as `normalize_expr`)."""
-    frame = pl.DataFrame({"t": [text]}, schema={"t": pl.String})
-    tokens = frame.select(normalize_expr("t")).to_series()[0]
-    return " ".join(tokens.to_list())
-
-
-def _tokenize(texts: pl.Series) -> tuple[np.ndarray, np.ndarray, pl.Series]:
-    """Flat token hashes (uint64), per-text token offsets (len + 1) and the flat tokens."""
-    lists = texts.fill_null("").to_frame("t").select(normalize_expr("t")).to_series()
-    lengths = lists.list.len().to_numpy().astype(np.int64)
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    tokens = lists.explode().drop_nulls()
-    if tokens.len() != offsets[-1]:
-        raise RuntimeError("tokenizer produced null tokens")
-    hashes = tokens.hash(seed=_HASH_SEED).to_numpy()
-    return hashes, offsets, tokens
+    """The normalized form of one text: its tokens joined by single spaces."""
+    tokens = tokenize(pl.Series([text], dtype=pl.String))
+    return tokens.window_text(0, int(tokens.values.size))
 
 
 class HashSet:
@@ -100,15 +190,22 @@ class HashSet:
 
     def __init__(self, values: np.ndarray) -> None:
         self.sorted = np.unique(values.astype(np.uint64))
-        self.bitmap = np.zeros(1 << _BITMAP_BITS, dtype=np.bool_)
-        self.bitmap[self.sorted >> np.uint64(64 - _BITMAP_BITS)] = True
+        bits = int(min(_MAX_BITMAP_BITS, max(10, np.ceil(np.log2(self.sorted.size * 64 + 1)))))
+        self.shift = np.uint64(64 - bits)
+        self.bitmap = np.zeros(1 << bits, dtype=np.bool_)
+        self.bitmap[(self.sorted >> self.shift).astype(np.int64)] = True
 
     def __len__(self) -> int:
         return int(self.sorted.size)
 
     def positions(self, values: np.ndarray) -> np.ndarray:
         """Indices of `values` that are in the set."""
-        maybe = np.flatnonzero(self.bitmap[values >> np.uint64(64 - _BITMAP_BITS)])
+        if self.sorted.size <= 4:
+            hit = values == self.sorted[0]
+            for value in self.sorted[1:]:
+                hit |= values == value
+            return np.flatnonzero(hit)
+        maybe = np.flatnonzero(np.take(self.bitmap, (values >> self.shift).view(np.int64)))
         if maybe.size == 0:
             return maybe
         found = values[maybe]
@@ -117,50 +214,47 @@ class HashSet:
         return maybe[self.sorted[pos] == found]
 
 
-def _text_ends(offsets: np.ndarray, total: int) -> np.ndarray:
-    """For each token, the end offset of the text holding it."""
-    return np.repeat(offsets[1:], np.diff(offsets))[:total]
-
-
 def rolling_windows(
-    hashes: np.ndarray, offsets: np.ndarray, probes: dict[int, HashSet | None]
+    tokens: Tokens, probes: dict[int, HashSet | None]
 ) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """Hash every window of each probed length and keep those that fall in its set.
 
-    The window hash is a polynomial over token hashes (mod 2**64), built one token at a time,
-    so the hash of every length 1..max comes out of the same pass. Returns, per length,
-    `(starts, window_hashes)` of windows inside one text whose hash is in the set (all windows
-    when the set is None). Candidates only: callers verify them against the strings.
+    The window hash is a polynomial over token values (mod 2**64), built one token at a
+    time, so windows of every length 1..max come out of the same pass. Returns, per length,
+    `(first_token, window_hash)` of windows inside one text whose hash is in the set (all
+    windows when the set is None). Candidates only: callers verify them exactly.
     """
-    out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    total = hashes.shape[0]
+    values, offsets = tokens.values, tokens.offsets
+    total = values.shape[0]
+    empty = (np.empty(0, np.int64), np.empty(0, np.uint64))
     if not probes or total == 0:
-        return {length: (np.empty(0, np.int64), np.empty(0, np.uint64)) for length in probes}
-    ends = _text_ends(offsets, total)
-    acc = hashes.copy()
+        return dict.fromkeys(probes, empty)
+    acc = values.copy()
+    out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     with np.errstate(over="ignore"):
         for length in range(1, max(probes) + 1):
             if length > 1:
                 if acc.size <= 1:
-                    acc = acc[:0]
-                else:
-                    acc = acc[:-1]
-                    acc *= _ROLL_BASE
-                    acc += hashes[length - 1 :]
+                    out.update(dict.fromkeys([k for k in probes if k >= length], empty))
+                    break
+                acc = acc[:-1]
+                acc *= _ROLL_BASE
+                acc += values[length - 1 :]
             if length not in probes:
                 continue
             target = probes[length]
             idx = np.arange(acc.size, dtype=np.int64) if target is None else target.positions(acc)
-            idx = idx[idx + length <= ends[idx]]
+            ends = offsets[np.searchsorted(offsets, idx, side="right")]  # end of idx's text
+            idx = idx[idx + length <= ends]
             out[length] = (idx, acc[idx])
     return out
 
 
-def _window_strings(tokens: pl.Series, starts: np.ndarray, length: int) -> pl.Series:
-    """The space-joined tokens of each `length`-token window starting at `starts`."""
-    if starts.size == 0:
+def _window_strings(strings: pl.Series, firsts: np.ndarray, length: int) -> pl.Series:
+    """The space-joined tokens of each `length`-token window starting at `firsts`."""
+    if firsts.size == 0:
         return pl.Series("ngram", [], dtype=pl.String)
-    frame = pl.DataFrame({f"t{k}": tokens.gather(starts + k) for k in range(length)})
+    frame = pl.DataFrame({f"t{k}": strings.gather(firsts + k) for k in range(length)})
     return frame.select(pl.concat_str(pl.all(), separator=" ").alias("ngram")).to_series()
 
 
@@ -169,14 +263,19 @@ class BenchmarkIndex:
     """The n-grams of a set of benchmarks, ready for bulk membership tests.
 
     `grams` has one row per distinct (n-gram, item): `gram_hash`, `ngram`, `length` (n, or the
-    item length for items shorter than n, whose whole text is their only "n-gram"), `item`.
-    `items` has one row per item: `item`, `benchmark`, `benchmark_id`, `item_ngrams` (distinct
-    n-grams of the item, 1 for a short item) and `short` (item shorter than n).
+    item length for items shorter than n, whose whole text is their only "n-gram"), `item`,
+    `first` (token index of one occurrence in `tokens`), `gram` (id of the n-gram string).
+    `gram_table` has one row per distinct n-gram: `gram`, `ngram`, `bench_df` (benchmarks holding
+    it: items of one benchmark often share a context, which is content, not boilerplate). `items` has one row per item: `item`,
+    `benchmark`, `benchmark_id`, `item_ngrams` (distinct n-grams of the item, 1 for a short
+    item) and `short`.
     """
 
     n: int
     grams: pl.DataFrame
+    gram_table: pl.DataFrame
     items: pl.DataFrame
+    tokens: Tokens
     probes: dict[int, HashSet]
     benchmarks: list[Benchmark]
 
@@ -188,28 +287,42 @@ class BenchmarkIndex:
         if not benchmarks:
             raise ValueError("no benchmarks to decontaminate against")
         texts = pl.Series("text", [t for b in benchmarks for t in b.texts], dtype=pl.String)
-        hashes, offsets, tokens = _tokenize(texts)
-        lengths = np.diff(offsets)
+        tokens = tokenize(texts)
+        strings = tokens.strings()
+        lengths = np.diff(tokens.offsets)
         item_of_token = np.repeat(np.arange(len(texts), dtype=np.int64), lengths)
         short_lengths = sorted({int(x) for x in lengths if 0 < x < n})
-        windows = rolling_windows(hashes, offsets, {k: None for k in [*short_lengths, n]})
+        windows = rolling_windows(tokens, dict.fromkeys([*short_lengths, n]))
         parts = []
-        for length, (starts, gram_hashes) in windows.items():
-            items = item_of_token[starts]
+        for length, (firsts, gram_hashes) in windows.items():
+            items = item_of_token[firsts]
             if length < n:  # a short item contributes its whole text, nothing shorter
-                whole = (starts == offsets[items]) & (lengths[items] == length)
-                starts, gram_hashes, items = starts[whole], gram_hashes[whole], items[whole]
+                whole = (firsts == tokens.offsets[items]) & (lengths[items] == length)
+                firsts, gram_hashes, items = firsts[whole], gram_hashes[whole], items[whole]
             parts.append(
                 pl.DataFrame(
                     {
                         "gram_hash": gram_hashes,
-                        "ngram": _window_strings(tokens, starts, length),
-                        "length": np.full(starts.size, length, dtype=np.int64),
+                        "ngram": _window_strings(strings, firsts, length),
+                        "length": np.full(firsts.size, length, dtype=np.int64),
                         "item": items,
+                        "first": firsts,
                     }
                 )
             )
-        grams = pl.concat(parts).unique(maintain_order=True)
+        grams = (
+            pl.concat(parts)
+            .unique(
+                subset=["gram_hash", "ngram", "length", "item"], keep="first", maintain_order=True
+            )
+            .with_columns(gram=(pl.col("ngram").rank("dense") - 1).cast(pl.Int64))
+        )
+        benchmark_of_item = pl.Series([b.name for b in benchmarks for _ in b.texts])
+        gram_table = (
+            grams.with_columns(benchmark=benchmark_of_item.gather(grams["item"]))
+            .group_by("gram")
+            .agg(pl.col("ngram").first(), bench_df=pl.col("benchmark").n_unique().cast(pl.Int64))
+        )
         per_item = grams.group_by("item").agg(item_ngrams=pl.len().cast(pl.Int64))
         items_frame = (
             pl.DataFrame(
@@ -227,39 +340,47 @@ class BenchmarkIndex:
             int(length): HashSet(part["gram_hash"].to_numpy())
             for (length,), part in grams.group_by("length")
         }
-        return cls(n, grams, items_frame, probes, list(benchmarks))
+        return cls(n, grams, gram_table, items_frame, tokens, probes, list(benchmarks))
 
 
 def find_overlaps(texts: pl.Series, index: BenchmarkIndex) -> pl.DataFrame:
     """Every verified (row, benchmark n-gram) occurrence: the measurement step's raw data.
 
-    Columns: `row` (position in `texts`), `start` (token offset in the row), `item`, `ngram`.
-    Candidates come from 64-bit hashes; each is checked by comparing the row's window string
-    with the benchmark n-gram, so a hash collision never produces a match.
+    Columns: `row` (position in `texts`), `start` (token offset in the row), `item`, `gram`
+    (id of the n-gram string in `index.gram_table`).
+    Candidates come from 64-bit window hashes; each is then checked token by token against
+    the benchmark n-gram (packed bytes for tokens up to 8 bytes, the strings for longer ones),
+    so a hash collision never produces a match.
     """
-    hashes, offsets, tokens = _tokenize(texts)
-    windows = rolling_windows(hashes, offsets, dict(index.probes))
-    row_of_token = np.repeat(np.arange(len(texts), dtype=np.int64), np.diff(offsets))
+    tokens = tokenize(texts)
+    windows = rolling_windows(tokens, dict(index.probes))
+    bench = index.tokens
     frames = []
-    for length, (starts, gram_hashes) in windows.items():
-        if starts.size == 0:
+    for length, (firsts, gram_hashes) in windows.items():
+        if firsts.size == 0:
             continue
-        candidates = pl.DataFrame(
-            {
-                "row": row_of_token[starts],
-                "start": starts - offsets[row_of_token[starts]],
-                "gram_hash": gram_hashes,
-                "window": _window_strings(tokens, starts, length),
-            }
+        cand = pl.DataFrame({"first_row": firsts, "gram_hash": gram_hashes}).join(
+            index.grams.filter(pl.col("length") == length).select(
+                "gram_hash", "first", "item", "gram"
+            ),
+            on="gram_hash",
+            how="inner",
         )
+        mine = cand["first_row"].to_numpy()
+        theirs = cand["first"].to_numpy()
+        same = np.ones(mine.size, dtype=np.bool_)
+        for k in range(length):
+            same &= tokens.equal(mine + k, bench, theirs + k)
+        rows = np.searchsorted(tokens.offsets, mine, side="right") - 1
         frames.append(
-            candidates.join(
-                index.grams.filter(pl.col("length") == length), on="gram_hash", how="inner"
+            cand.with_columns(
+                row=pl.Series(rows, dtype=pl.Int64),
+                start=pl.Series(mine - tokens.offsets[rows], dtype=pl.Int64),
             )
-            .filter(pl.col("window") == pl.col("ngram"))
-            .select("row", "start", "item", "ngram")
+            .filter(pl.Series(same))
+            .select("row", "start", "item", "gram")
         )
-    schema = {"row": pl.Int64, "start": pl.Int64, "item": pl.Int64, "ngram": pl.String}
+    schema = {"row": pl.Int64, "start": pl.Int64, "item": pl.Int64, "gram": pl.Int64}
     if not frames:
         return pl.DataFrame(schema=schema)
     return pl.concat([f.cast(schema) for f in frames])
@@ -275,22 +396,20 @@ def build_stock_ngrams(
     n is divided by 1000") is no evidence that a row copies one benchmark item. Identical texts
     count once, so a problem repeated in the corpus does not make its own n-grams stock.
     """
-    series = texts if isinstance(texts, pl.Series) else pl.Series("t", list(texts), dtype=pl.String)
+    series = texts if isinstance(texts, pl.Series) else pl.Series("t", list(texts), pl.String)
     series = series.drop_nulls().unique()
-    hashes, offsets, tokens = _tokenize(series)
-    starts, gram_hashes = rolling_windows(hashes, offsets, {n: None})[n]
-    row_of_token = np.repeat(np.arange(len(series), dtype=np.int64), np.diff(offsets))
-    frame = (
-        pl.DataFrame({"row": row_of_token[starts], "start": starts, "h": gram_hashes})
+    tokens = tokenize(series)
+    firsts, gram_hashes = rolling_windows(tokens, {n: None})[n]
+    rows = np.searchsorted(tokens.offsets, firsts, side="right") - 1
+    frequent = (
+        pl.DataFrame({"row": rows, "first": firsts, "h": gram_hashes})
         .unique(subset=["row", "h"])
         .group_by("h")
-        .agg(df=pl.len(), start=pl.col("start").first())
+        .agg(df=pl.len(), first=pl.col("first").first())
         .filter(pl.col("df") >= min_df)
     )
-    grams = _window_strings(tokens, frame["start"].to_numpy(), n)
-    return StockNgrams(
-        n=n, ngrams=frozenset(grams.to_list()), min_df=min_df, corpus_rows=len(series)
-    )
+    grams = frozenset(tokens.window_text(int(f), n) for f in frequent["first"])
+    return StockNgrams(n=n, ngrams=grams, min_df=min_df, corpus_rows=len(series))
 
 
 @dataclass(frozen=True)
@@ -313,9 +432,13 @@ class ContaminationRule:
     A row is dropped when, against one benchmark item, its hits reach `min_hits` or the item
     coverage reaches `min_coverage` (None: coverage never decides alone). With `ignore_stock`,
     hits count only informative n-grams: not in `stock` and seen in fewer than `min_df`
-    distinct texts among the input rows (rows already judged copies by coverage excluded) and
-    the benchmark items. Coverage always counts every shared n-gram, so a full copy of a
-    stock-heavy item is still a copy.
+    distinct texts among the input rows plus the number of benchmarks holding them. Input rows
+    that cover at least `copy_coverage` of some item, or share `copy_hits` n-grams with it,
+    are (partial) copies, not evidence of a stock phrase, and are left out of that count:
+    otherwise an item copied with small edits, or half-quoted, into three training rows would
+    turn its own n-grams into "stock phrases" and hide all three.
+    Coverage always counts every shared n-gram, so a full copy of a stock-heavy item is
+    still a copy.
     """
 
     name: str
@@ -323,6 +446,8 @@ class ContaminationRule:
     min_coverage: float | None
     ignore_stock: bool
     min_df: int = 3
+    copy_coverage: float = 0.5
+    copy_hits: int = 20
 
     def __post_init__(self) -> None:
         if self.min_hits < 1:
@@ -331,6 +456,8 @@ class ContaminationRule:
             raise ValueError(f"min_coverage must be in (0, 1], got {self.min_coverage}")
         if self.min_df < 2:
             raise ValueError(f"min_df must be >= 2, got {self.min_df}")
+        if not 0 < self.copy_coverage <= 1:
+            raise ValueError(f"copy_coverage must be in (0, 1], got {self.copy_coverage}")
 
 
 def rule_named(name: str, **overrides: object) -> ContaminationRule:
@@ -378,52 +505,54 @@ def measure(
     """
     if overlaps.height == 0:
         return pl.DataFrame(schema={"row": pl.Int64, **MEASURE_COLUMNS})
-    items = index.items.select("item", "benchmark", "benchmark_id", "item_ngrams")
-    pairs = overlaps.join(items, on="item").with_columns(
-        coverage=(pl.col("ngram").n_unique() / pl.col("item_ngrams")).over("row", "item")
+    overlaps = overlaps.select("row", "start", "item", "gram")
+    hits = (
+        overlaps.group_by("row", "item")
+        .agg(decontam_hits=pl.col("gram").n_unique().cast(pl.Int64))
+        .join(index.items.select("item", "item_ngrams"), on="item")
+        .with_columns(decontam_coverage=pl.col("decontam_hits") / pl.col("item_ngrams"))
     )
     if rule.ignore_stock:
         # Document frequency of each shared n-gram: distinct input texts (rows that are clear
         # copies excluded, so copies never make their own item look like boilerplate) plus
-        # benchmark items holding it.
-        keyed = pairs.with_columns(key=pl.Series(row_keys[pairs["row"].to_numpy()]))
-        if rule.min_coverage is not None:
-            copy_rows = keyed.filter(pl.col("coverage") >= rule.min_coverage)["row"].unique()
-            keyed = keyed.filter(~pl.col("row").is_in(copy_rows.implode()))
-        input_df = keyed.group_by("ngram").agg(input_df=pl.col("key").n_unique())
-        bench_df = index.grams.group_by("ngram").agg(bench_df=pl.col("item").n_unique())
-        stock_set = pl.Series(sorted(stock.ngrams) if stock is not None else [], dtype=pl.String)
+        # benchmark items holding it; or listed in `stock`.
+        seen = overlaps.select("row", "gram").unique()
+        copy_rows = hits.filter(
+            (pl.col("decontam_coverage") >= rule.copy_coverage)
+            | (pl.col("decontam_hits") >= rule.copy_hits)
+        )["row"]
+        seen = seen.filter(~pl.col("row").is_in(copy_rows.unique().implode()))
+        seen = seen.with_columns(key=pl.Series(row_keys[seen["row"].to_numpy()]))
         doc_freq = (
-            pairs.select("ngram")
-            .unique()
-            .join(input_df, on="ngram", how="left")
-            .join(bench_df, on="ngram", how="left")
-            .select(
-                "ngram",
-                stock=(
-                    pl.col("input_df").fill_null(0) + pl.col("bench_df").fill_null(0) >= rule.min_df
-                )
-                | pl.col("ngram").is_in(stock_set.implode()),
+            seen.group_by("gram")
+            .agg(input_df=pl.col("key").n_unique())
+            .join(index.gram_table.select("gram", "bench_df", "ngram"), on="gram", how="right")
+        )
+        stock_grams = doc_freq.filter(
+            (pl.col("input_df").fill_null(0) + pl.col("bench_df") >= rule.min_df)
+            | pl.col("ngram").is_in(
+                pl.Series(sorted(stock.ngrams) if stock else [], dtype=pl.String).implode()
             )
-        )
-        pairs = pairs.join(doc_freq, on="ngram", how="left")
+        )["gram"]
+        overlaps = overlaps.with_columns(stock=pl.col("gram").is_in(stock_grams.implode()))
     else:
-        pairs = pairs.with_columns(stock=pl.lit(False))
-    per_item = (
-        pairs.sort("stock", "start")
+        overlaps = overlaps.with_columns(stock=pl.lit(False))
+    informative = (
+        overlaps.filter(~pl.col("stock"))
         .group_by("row", "item")
-        .agg(
-            pl.col("benchmark", "benchmark_id", "coverage").first(),
-            decontam_hits=pl.col("ngram").n_unique().cast(pl.Int64),
-            decontam_informative_hits=pl.col("ngram")
-            .filter(~pl.col("stock"))
-            .n_unique()
-            .cast(pl.Int64),
-            ngram=pl.col("ngram").first(),
-        )
-        .rename({"coverage": "decontam_coverage"})
+        .agg(decontam_informative_hits=pl.col("gram").n_unique().cast(pl.Int64))
     )
-    return (
+    example = (  # one shared n-gram per (row, item): the first informative one, if any
+        overlaps.sort("row", "item", "stock", "start")
+        .group_by("row", "item", maintain_order=True)
+        .agg(pl.col("gram").first())
+    )
+    per_item = (
+        hits.join(informative, on=["row", "item"], how="left")
+        .join(example, on=["row", "item"], how="left")
+        .with_columns(pl.col("decontam_informative_hits").fill_null(0))
+    )
+    best = (
         decide(per_item, rule)
         .sort(
             "row",
@@ -436,7 +565,12 @@ def measure(
         )
         .group_by("row", maintain_order=True)
         .first()
+    )
+    return (
+        best.join(index.items.select("item", "benchmark", "benchmark_id"), on="item", how="left")
+        .join(index.gram_table.select("gram", "ngram"), on="gram", how="left")
         .select("row", *MEASURE_COLUMNS)
+        .sort("row")
     )
 
 
@@ -515,7 +649,7 @@ def decontaminate(
     workers = workers or min(os.cpu_count() or 1, 4)
     texts = df.get_column(text_column)
     overlaps = scan(texts, index, workers=workers, chunk_rows=chunk_rows)
-    row_keys = texts.fill_null("").hash(seed=_HASH_SEED).to_numpy()
+    row_keys = texts.fill_null("").hash().to_numpy()
     measured = measure(overlaps, index, rule, row_keys, stock)
     work = df.with_row_index("__row").with_columns(pl.col("__row").cast(pl.Int64))
     joined = work.join(measured, left_on="__row", right_on="row", how="left").with_columns(
