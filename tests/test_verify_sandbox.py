@@ -18,10 +18,13 @@ from curation.verify.sandbox import (
 SECRET = "cascade-test-secret-7f3a"
 
 
-@pytest.fixture(scope="module")
-def box():
+@pytest.fixture(scope="module", params=[True, False], ids=["os-isolation", "hook-and-rlimits"])
+def box(request: pytest.FixtureRequest):
+    """Every test runs twice: with namespaces + private uid (when the machine allows), and
+    with only what an unprivileged machine gets (rlimits, clean env, audit hook)."""
     os.environ["CASCADE_SANDBOX_TEST_SECRET"] = SECRET  # the parent holds a secret
-    with Sandbox(workers=2, limits=SandboxLimits(time_limit_s=5.0, memory_mb=256)) as sandbox:
+    limits = SandboxLimits(time_limit_s=5.0, memory_mb=256)
+    with Sandbox(workers=2, limits=limits, os_isolation=request.param) as sandbox:
         yield sandbox
     os.environ.pop("CASCADE_SANDBOX_TEST_SECRET", None)
 
@@ -161,3 +164,49 @@ def test_sandboxed_code_cannot_kill_the_host() -> None:
     finally:
         victim.kill()
         victim.wait()
+
+
+def test_expected_output_is_not_in_the_sandbox_and_forged_passes_fail(box: Sandbox) -> None:
+    expected = "EXPECTED-OUTPUT-7c1e9"
+    snoop = """
+import gc, sys
+needle = 'EXPECTED-' + 'OUTPUT-7c1e9'  # a fresh object, never written whole in this source
+
+def strings(obj, depth=0):
+    if isinstance(obj, str):
+        yield obj
+    elif depth < 4 and isinstance(obj, dict):
+        for value in list(obj.values()):
+            yield from strings(value, depth + 1)
+    elif depth < 4 and isinstance(obj, (list, tuple)):
+        for value in list(obj):
+            yield from strings(value, depth + 1)
+
+roots = gc.get_objects()
+frame = sys._getframe()
+while frame is not None:
+    roots.append(frame.f_locals)
+    frame = frame.f_back
+hits = [s for root in roots for s in strings(root) if s is not needle and needle in s]
+print('found' if hits else 'none')
+"""
+    snooped = box.run(snoop, [StdioTest("", expected)])
+    assert not snooped.passed and "got 'none" in snooped.outcomes[0].detail
+    # control: the same snoop does find the string when it is in the sandbox (as the input)
+    control = box.run(snoop, [StdioTest(expected, expected)])
+    assert "got 'found" in control.outcomes[0].detail
+    forge = """
+import os, pickle, struct
+for name in os.listdir('/proc/self/fd'):
+    try:
+        target = os.readlink('/proc/self/fd/' + name)
+    except OSError:
+        continue
+    if target.startswith('pipe:'):
+        frame = pickle.dumps(('done', 0, 'passed', '', 'forged'))
+        os.write(int(name), struct.pack('<Q', len(frame)) + frame)
+os._exit(0)
+"""
+    forged = box.run(forge, [StdioTest("", expected)])
+    assert not forged.passed
+    assert forged.outcomes[0].detail == "a reported pass whose output does not match"

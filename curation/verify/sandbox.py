@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from curation.verify.framing import recv_frame, send_frame
+from curation.verify.sandbox_worker import output_digest
 
 Status = Literal[
     "passed", "failed", "error", "timeout", "memory", "output_limit", "crashed", "not_run"
@@ -128,9 +129,10 @@ def _clean_env() -> dict[str, str]:
 
 
 class _WorkerHandle:
-    def __init__(self) -> None:
+    def __init__(self, os_isolation: bool) -> None:
+        flags = [] if os_isolation else ["--no-os-isolation"]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "curation.verify.sandbox_worker"],
+            [sys.executable, "-m", "curation.verify.sandbox_worker", *flags],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
@@ -154,7 +156,17 @@ class _WorkerHandle:
 class Sandbox:
     """A pool of sandbox workers; thread-safe (calls are serialized, jobs run in parallel)."""
 
-    def __init__(self, workers: int | None = None, limits: SandboxLimits | None = None) -> None:
+    def __init__(
+        self,
+        workers: int | None = None,
+        limits: SandboxLimits | None = None,
+        *,
+        os_isolation: bool = True,
+    ) -> None:
+        """`os_isolation=False` skips namespaces and the private uid (rlimits, the clean
+        environment and the audit hook remain): what a machine without those privileges
+        gets anyway, selectable so that path can be tested everywhere."""
+        self.os_isolation = os_isolation
         self.limits = limits or SandboxLimits()
         self.n_workers = workers or os.cpu_count() or 1
         self._workers: list[_WorkerHandle] = []
@@ -168,7 +180,7 @@ class Sandbox:
 
     def _start(self) -> None:
         while len(self._workers) < self.n_workers:
-            self._workers.append(_WorkerHandle())
+            self._workers.append(_WorkerHandle(self.os_isolation))
 
     def close(self) -> None:
         for worker in self._workers:
@@ -227,10 +239,13 @@ class Sandbox:
         ]
         with self._lock:
             self._start()
-            return self._dispatch(payloads, limits)
+            return self._dispatch(payloads, [tests for _, tests in jobs], limits)
 
     def _dispatch(
-        self, payloads: list[dict[str, Any]], limits: SandboxLimits
+        self,
+        payloads: list[dict[str, Any]],
+        jobs: list[Sequence[Test]],
+        limits: SandboxLimits,
     ) -> list[ProgramResult]:
         results: list[ProgramResult | None] = [None] * len(payloads)
         queue = [i for i, p in enumerate(payloads) if p["tests"]]
@@ -268,7 +283,7 @@ class Sandbox:
                     results[index] = ProgramResult(outcomes=[], harness_error="sandbox worker died")
                     worker = self._replace(worker)
                 else:
-                    results[index] = _to_result(reply)
+                    results[index] = _to_result(reply, jobs[index])
                 idle.append(worker)
             now = time.monotonic()
             for rfd, (worker, index, deadline) in list(busy.items()):
@@ -298,7 +313,7 @@ class Sandbox:
 
     def _replace(self, worker: _WorkerHandle) -> _WorkerHandle:
         worker.kill()
-        fresh = _WorkerHandle()
+        fresh = _WorkerHandle(self.os_isolation)
         self._workers[self._workers.index(worker)] = fresh
         return fresh
 
@@ -308,18 +323,26 @@ _PENDING = object()
 
 def _test_payload(test: Test) -> dict[str, Any]:
     if isinstance(test, StdioTest):
-        return {"kind": "stdio", "input": test.input, "output": test.output}
+        # the expected output itself never leaves this process (see output_digest)
+        return {"kind": "stdio", "input": test.input, "output_digest": output_digest(test.output)}
     if isinstance(test, FunctionalTest):
         return {"kind": "functional", "code": test.code}
     raise TypeError(f"not a sandbox test: {test!r}")
 
 
-def _to_result(reply: dict[str, Any]) -> ProgramResult:
+def _to_result(reply: dict[str, Any], tests: Sequence[Test]) -> ProgramResult:
+    """Build the result, re-checking every reported stdio pass against the real expected
+    output (a program that forges a pass message still has to produce the right output)."""
     if "harness_error" in reply:
         return ProgramResult(outcomes=[], harness_error=reply["harness_error"])
-    outcomes = [
-        TestOutcome(status, detail, seconds) for status, detail, seconds in reply["outcomes"]
-    ]
+    outcomes = []
+    for test, (status, detail, seconds, output) in zip(tests, reply["outcomes"], strict=True):
+        if isinstance(test, StdioTest):
+            if status == "passed" and (output is None or output.split() != test.output.split()):
+                status, detail = "failed", "a reported pass whose output does not match"
+            elif status == "failed":
+                detail = f"{detail}, expected {test.output[:80]!r}"
+        outcomes.append(TestOutcome(status, detail, seconds))
     return ProgramResult(
         outcomes=outcomes, compile_error=reply["compile_error"], seconds=reply["seconds"]
     )

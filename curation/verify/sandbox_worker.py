@@ -24,6 +24,7 @@ import ctypes
 import ctypes.util
 import functools
 import gc
+import hashlib
 import io
 import os
 import pickle
@@ -169,6 +170,9 @@ _PR_SET_CHILD_SUBREAPER = 36
 MESSAGE_LIMIT = 400  # characters of an error message sent back per test
 
 
+Outcome = tuple[str, str, float, "str | None"]  # status, detail, seconds, output of a stdio pass
+
+
 class OutputLimitExceeded(BaseException):
     """Raised in the child when a test's output passes the cap (BaseException: not catchable
     by the program's `except Exception`)."""
@@ -217,6 +221,17 @@ def _blocked_ancestor(path: str) -> str | None:
     return None
 
 
+def _python_paths() -> set[str]:
+    """Directories a sandboxed program needs to read to import the standard library and
+    installed packages."""
+    return {sys.base_prefix, sys.prefix, *(p for p in sys.path if p and os.path.isdir(p))}
+
+
+def python_reachable_by_others() -> bool:
+    """Whether an unprivileged uid can reach the Python installation as mounted now."""
+    return all(_blocked_ancestor(path) is None for path in _python_paths())
+
+
 def private_mounts() -> str:
     """Give this (root) worker its own mount namespace: fresh tmpfs on /tmp, /var/tmp and
     /dev/shm (so nothing a program writes reaches the host), and the Python installation made
@@ -226,9 +241,8 @@ def private_mounts() -> str:
     if libc.unshare(_CLONE_NEWNS) != 0:
         return "shared-mounts"
     libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None)
-    needed = {sys.base_prefix, sys.prefix, *(p for p in sys.path if p and os.path.isdir(p))}
     by_blocker: dict[str, set[str]] = {}
-    for path in needed:
+    for path in _python_paths():
         blocker = _blocked_ancestor(path)
         if blocker is not None:
             by_blocker.setdefault(blocker, set()).add(path)
@@ -329,9 +343,11 @@ def _set_limits(job: dict[str, Any], n_tests: int) -> None:
         resource.setrlimit(resource.RLIMIT_STACK, (stack, hard))
 
 
-def _tokens_equal(got: str, want: str) -> bool:
-    """Whitespace-tolerant comparison: same tokens in the same order."""
-    return got.split() == want.split()
+def output_digest(text: str) -> str:
+    """Digest of the output's tokens (whitespace-tolerant). Sandboxed processes only ever see
+    this digest, never the expected output itself, so a program cannot read it and print it;
+    the parent re-checks real outputs of reported passes."""
+    return hashlib.sha256(" ".join(text.split()).encode()).hexdigest()
 
 
 def _short(exc: BaseException) -> str:
@@ -341,8 +357,8 @@ def _short(exc: BaseException) -> str:
 
 def _run_one(
     code: Any, test: dict[str, Any], prelude: dict[str, Any], input_fd: int | None, cap: int
-) -> tuple[str, str]:
-    """Run one test in this (child) process; returns (status, detail)."""
+) -> tuple[str, str, str | None]:
+    """Run one test in this (child) process; returns (status, detail, stdout of a stdio pass)."""
     if input_fd is not None:
         os.lseek(input_fd, 0, os.SEEK_SET)
         os.dup2(input_fd, 0)
@@ -379,16 +395,16 @@ def _run_one(
         status, detail = "error", _short(exc)
     size = os.fstat(1).st_size
     if size > cap:
-        return "output_limit", f"output of {size} bytes passed the cap of {cap}"
+        return "output_limit", f"output of {size} bytes passed the cap of {cap}", None
     if status == "error" and "File too large" in detail:
-        return "output_limit", detail
+        return "output_limit", detail, None
     if status != "passed" or test["kind"] == "functional":
-        return status, detail
+        return status, detail, None
     os.lseek(1, 0, os.SEEK_SET)
     got = os.read(1, cap + 1).decode("utf-8", errors="replace")
-    if _tokens_equal(got, test["output"]):
-        return "passed", ""
-    return "failed", f"wrong output: got {got[:80]!r}, expected {test['output'][:80]!r}"
+    if output_digest(got) == test["output_digest"]:
+        return "passed", "", got
+    return "failed", f"wrong output: got {got[:80]!r}", None
 
 
 def child_main(job: dict[str, Any], start: int, wfd: int, workdir: str, uid: int | None) -> None:
@@ -438,8 +454,8 @@ def child_main(job: dict[str, Any], start: int, wfd: int, workdir: str, uid: int
         cap = job["limits"]["max_output_bytes"]
         for i in range(start, len(tests)):
             send_frame(wfd, ("start", i))
-            status, detail = _run_one(code, tests[i], prelude, input_fds.get(i), cap)
-            send_frame(wfd, ("done", i, status, detail))
+            status, detail, output = _run_one(code, tests[i], prelude, input_fds.get(i), cap)
+            send_frame(wfd, ("done", i, status, detail, output))
             if status != "passed" and job["stop_on_failure"]:
                 break
         if sweep is not None and sweep(-1, signal.SIGKILL) in (0, -1):
@@ -473,12 +489,10 @@ def prelude_namespace(source: str | None) -> dict[str, Any]:
 class Worker:
     """Runs jobs one at a time; each job's tests run in forked children with deadlines."""
 
-    def __init__(self, network: str, mounts: str) -> None:
+    def __init__(self, network: str, mounts: str, private_uid: bool) -> None:
         self.network = network
         self.mounts = mounts
-        # as root: a uid no one else uses, unique among live workers (derived from our pid);
-        # only when the Python installation is reachable for it
-        private_uid = os.geteuid() == 0 and mounts == "private-mounts"
+        # a uid no one else uses, unique among live workers (derived from our pid)
         self.uid = 200_000 + os.getpid() if private_uid else None
         self.root_dir = tempfile.mkdtemp(prefix="cascade-sandbox-")
         os.chmod(self.root_dir, 0o711)
@@ -526,7 +540,7 @@ class Worker:
     def run_job(self, job: dict[str, Any]) -> dict[str, Any]:
         tests = job["tests"]
         limit = job["limits"]["time_limit_s"]
-        outcomes: list[tuple[str, str, float]] = [("not_run", "", 0.0)] * len(tests)
+        outcomes: list[Outcome] = [("not_run", "", 0.0, None)] * len(tests)
         started = time.perf_counter()
         start = 0
         compile_error: str | None = None
@@ -560,7 +574,7 @@ class Worker:
         start: int,
         limit: float,
         job: dict[str, Any],
-        outcomes: list[tuple[str, str, float]],
+        outcomes: list[Outcome],
     ) -> tuple[int | None, str | None, bool]:
         """Follow one child's messages; returns (where a new child should resume, compile
         error, whether the child finished cleanly after killing its uid's other processes).
@@ -579,13 +593,18 @@ class Worker:
             ready = select.select([rfd], [], [], remaining)[0] if remaining > 0 else []
             if not ready:
                 detail = f"over {limit:g}s" if running else "stuck before the test started"
-                outcomes[pending] = ("timeout", detail, time.perf_counter() - test_started)
+                outcomes[pending] = ("timeout", detail, time.perf_counter() - test_started, None)
                 return self._resume(pending, job), None, False
             chunk = os.read(rfd, 1 << 16)
             if not chunk:
                 status = self._exit_status(pid)
                 if running:
-                    outcomes[pending] = ("crashed", status, time.perf_counter() - test_started)
+                    outcomes[pending] = (
+                        "crashed",
+                        status,
+                        time.perf_counter() - test_started,
+                        None,
+                    )
                     return self._resume(pending, job), None, False
                 return None, None, swept
             buffer += chunk
@@ -601,8 +620,8 @@ class Worker:
                     test_started = time.perf_counter()
                     deadline = test_started + limit
                 elif kind == "done":
-                    _, i, status, detail = message
-                    outcomes[i] = (status, detail, time.perf_counter() - test_started)
+                    _, i, status, detail, output = message
+                    outcomes[i] = (status, detail, time.perf_counter() - test_started, output)
                     pending, running = i + 1, False
                     deadline = time.perf_counter() + 5.0
                 elif kind == "swept":
@@ -610,7 +629,7 @@ class Worker:
                 elif kind == "compile_error":
                     return None, message[1], False
                 elif kind == "harness_error":
-                    outcomes[min(pending, len(outcomes) - 1)] = ("error", message[1], 0.0)
+                    outcomes[min(pending, len(outcomes) - 1)] = ("error", message[1], 0.0, None)
                     return None, None, False
 
     @staticmethod
@@ -651,10 +670,15 @@ def main() -> None:
     os.dup2(devnull, 0)
     os.dup2(devnull, 1)
     _libc()
-    network = enter_empty_network_namespace()
-    mounts = private_mounts() if os.geteuid() == 0 else "shared-mounts"
+    if "--no-os-isolation" in sys.argv:
+        network, mounts, private_uid = "audit-hook-only", "shared-mounts", False
+    else:
+        network = enter_empty_network_namespace()
+        mounts = private_mounts() if os.geteuid() == 0 else "shared-mounts"
+        # as root, drop to a private uid when it can still import Python
+        private_uid = os.geteuid() == 0 and python_reachable_by_others()
     become_subreaper()
-    worker = Worker(network, mounts)
+    worker = Worker(network, mounts, private_uid)
     info = {"network": network, "mounts": mounts, "uid": worker.uid, "pid": os.getpid()}
     send_frame(out_fd, info)
     try:
