@@ -81,8 +81,7 @@ def test_lake_ls_log_show(cli_lake) -> None:
     for text in (
         "rows:     20",
         "sha256:",
-        "problem: string",
-        "metadata: string",
+        "problem: large_string",
         "producer: cascade ingest",
     ):
         assert text in show.output
