@@ -85,17 +85,17 @@ def plan(manifest: TrainingManifest, manifest_path: Path, only: str | None) -> l
         return plans
     manifest.stage(only)  # raises naming the known stages
     chosen = [p for p in plans if p.stage.name == only]
-    if chosen[0].init_from is not None and not (chosen[0].init_from / "config.json").is_file():
+    first = chosen[0]
+    needs_init = isinstance(first.stage, SFTStage) and first.init_from is not None
+    if needs_init and not (first.init_from / "config.json").is_file():
         raise FileNotFoundError(
-            f"stage {only!r} starts from {chosen[0].init_from}, which does not exist yet; "
+            f"stage {only!r} starts from {first.init_from}, which does not exist yet; "
             "run the earlier stages first"
         )
     return chosen
 
 
-def verify_data(
-    plans: list[StagePlan], manifest_path: Path, lake_path: str | Path | None
-) -> None:
+def verify_data(plans: list[StagePlan], manifest_path: Path, lake_path: str | Path | None) -> None:
     """Check every SFT stage's data hashes before training anything.
 
     A wrong hash in a late stage should stop the run now, not after days of earlier stages.
@@ -119,8 +119,6 @@ def run_cascade(
     say: Callable[[str], None] = print,
 ) -> list[Path]:
     """Run the manifest's stages (or one) in order; return the final model dirs produced."""
-    from training.sft import StageContext, run_sft_stage
-
     manifest_path = Path(manifest_path).resolve()
     manifest = load_manifest(manifest_path)
     plans = plan(manifest, manifest_path, stage)
@@ -128,7 +126,7 @@ def run_cascade(
     grpo = [p.stage.name for p in plans if isinstance(p.stage, GRPOStage)]
     if grpo:
         say(f"note: GRPO stages {grpo} are not implemented yet; the run will stop at the first")
-    finals = []
+    finals: list[Path] = []
     for p in plans:
         if isinstance(p.stage, GRPOStage):
             raise StageNotImplementedError(
@@ -139,6 +137,8 @@ def run_cascade(
             say(f"stage {p.stage.name}: already finished ({p.stage_dir / 'final'}), skipping")
             finals.append(p.stage_dir / "final")
             continue
+        from training.sft import StageContext, run_sft_stage  # heavy: only when training
+
         say(
             f"stage {p.stage.name}: sft, from {p.init_from or manifest.base_model} -> {p.stage_dir}"
         )

@@ -1,0 +1,280 @@
+"""Training manifests: the shipped ones validate, bad ones fail naming the field, data hashes
+are enforced (plain files and lake versions), and GRPO stages stop the run with a clear error.
+
+No training happens here (hash and stage-type checks run before any model is built).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from typer.testing import CliRunner
+
+from cli.console import CascadeError
+from curation.lake import Lake
+from schemas.training_manifest import GRPOStage, SFTStage
+from training.runner import ManifestError, StageNotImplementedError, load_manifest, run_cascade
+from training.sft_data import DataHashError, conversations, load_verified
+
+ROOT = Path(__file__).resolve().parents[1]
+GSM8K = ROOT.parent / "shared" / "data" / "sources" / "gsm8k_train.jsonl"
+
+
+def sft_stage(ref: str, sha: str, name: str = "sft1") -> dict:
+    return {
+        "name": name,
+        "type": "sft",
+        "datasets": [{"ref": ref, "sha256": sha}],
+        "max_seq_len": 256,
+        "max_steps": 2,
+        "optimizer": {"learning_rate": 1e-3},
+        "batch": {"global_batch_size": 2, "micro_batch_size": 1},
+        "deepspeed": {"zero_stage": 0, "bf16": False},
+    }
+
+
+def manifest_dict(*stages: dict) -> dict:
+    return {
+        "name": "t",
+        "base_model": "tiny-random:qwen2",
+        "tokenizer": "in-process-bpe:300",
+        "output_dir": "out",
+        "stages": list(stages),
+    }
+
+
+def write(path: Path, spec: dict) -> Path:
+    path.write_text(json.dumps(spec, indent=2))
+    return path
+
+
+def test_cascade_8b_manifest_has_the_papers_structure() -> None:
+    m = load_manifest(ROOT / "manifests" / "cascade_8b.json")
+    assert m.base_model == "Qwen/Qwen3-8B-Base"
+    assert [s.name for s in m.stages] == [
+        "sft_stage1",
+        "sft_stage2",
+        "rlhf",
+        "if_rl_ifeval",
+        "if_rl_ifbench",
+        "math_rl_24k",
+        "math_rl_32k",
+        "math_rl_40k",
+        "code_rl",
+        "swe_rl_16k",
+        "swe_rl_24k",
+    ]
+    s1, s2 = m.stages[0], m.stages[1]
+    assert isinstance(s1, SFTStage) and isinstance(s2, SFTStage)
+    assert (s1.max_seq_len, s2.max_seq_len, s1.epochs, s2.epochs) == (16384, 32768, 1, 1)
+    assert s2.optimizer.learning_rate == 2e-5
+    ups = {d.ref.split("@")[0]: d.upsample for d in s2.datasets}
+    assert ups["sft_science_s2"] == 2
+    assert [v for k, v in ups.items() if k.startswith("sft_swe")] == [3, 3, 3]
+    rl = m.stages[2:]
+    assert all(isinstance(s, GRPOStage) for s in rl)
+    math = [s for s in rl if s.name.startswith("math_rl")]
+    assert [(s.max_response_len, s.overlong_filtering) for s in math] == [
+        (24576, True),
+        (32768, False),
+        (40960, False),
+    ]
+    rlhf = m.stage("rlhf")
+    assert (
+        rlhf.temperature,
+        rlhf.optimizer.learning_rate,
+        rlhf.rollouts_per_prompt,
+        rlhf.thinking_fraction,
+        rlhf.max_response_len,
+    ) == (0.6, 2e-6, 8, 0.5, 12288)
+    code = m.stage("code_rl")
+    assert (code.optimizer.learning_rate, code.temperature, code.code_switch_reward) == (
+        4e-6,
+        1.0,
+        0.0,
+    )
+    swe = [m.stage("swe_rl_16k"), m.stage("swe_rl_24k")]
+    assert [s.max_prompt_len for s in swe] == [16384, 24576]
+    assert all(s.rollouts_per_prompt == 16 and s.optimizer.learning_rate == 2.5e-6 for s in swe)
+
+
+def test_demo_manifest_validates() -> None:
+    m = load_manifest(ROOT / "manifests" / "demo_tiny.json")
+    assert m.base_model.startswith("tiny-random:") and len(m.stages) == 2
+
+
+def test_invalid_manifest_errors_name_each_field(tmp_path: Path) -> None:
+    spec = json.loads((ROOT / "manifests" / "cascade_8b.json").read_text())
+    bad = copy.deepcopy(spec)
+    bad["stages"][1]["batch"]["micro_batch_size"] = 0
+    bad["stages"][3]["temperature"] = -1
+    bad["stages"][0]["datasets"][0]["ref"] = "not a ref"
+    bad["stages"][2]["learning_rate"] = 1e-6  # belongs under optimizer
+    bad["stages"][5]["datasets"][0]["sha256"] = "abc"
+    path = write(tmp_path / "bad.json", bad)
+    with pytest.raises(ManifestError) as info:
+        load_manifest(path)
+    msg = str(info.value)
+    for field in (
+        "stages[1](sft_stage2).batch.micro_batch_size: Input should be greater than 0",
+        "stages[3](if_rl_ifeval).temperature: Input should be greater than 0",
+        "stages[0](sft_stage1).datasets[0].ref:",
+        "stages[2](rlhf).learning_rate: Extra inputs are not permitted",
+        "stages[5](math_rl_24k).datasets[0].sha256: Value error, expected 64 lowercase hex",
+    ):
+        assert f"{path}: {field}" in msg, msg
+
+
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        (lambda s: s["stages"][0].update(type="ppo"), "stages[0](sft1)"),
+        (lambda s: s["stages"][0].pop("max_steps"), "give epochs or max_steps"),
+        (lambda s: s["stages"].append(dict(s["stages"][0])), "stage names must be unique"),
+        (
+            lambda s: s["stages"][0]["batch"].update(global_batch_size=3, micro_batch_size=2),
+            "not a multiple",
+        ),
+        (lambda s: s["stages"][0]["deepspeed"].update(offload_params=True), "zero_stage 3"),
+        (lambda s: s.update(tokenizer=None), "needs an explicit tokenizer"),
+        (lambda s: s.update(base_model="tiny-random:gpt9"), "base_model: Value error"),
+    ],
+)
+def test_more_invalid_manifests(tmp_path: Path, edit, field: str) -> None:
+    spec = manifest_dict(sft_stage("d.jsonl", "0" * 64))
+    edit(spec)
+    with pytest.raises(ManifestError) as info:
+        load_manifest(write(tmp_path / "m.json", spec))
+    assert field in str(info.value)
+
+
+def test_broken_json_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "m.json"
+    path.write_text('{\n  "name": "x",\n  "stages": [,]\n}\n')
+    with pytest.raises(ManifestError, match=r"m.json:3: invalid JSON"):
+        load_manifest(path)
+
+
+def test_wrong_file_hash_refuses_before_training(tmp_path: Path) -> None:
+    data = tmp_path / "chat.jsonl"
+    data.write_text(
+        json.dumps(
+            {
+                "messages": [
+                    {"role": "user", "content": "hi"},
+                    {"role": "assistant", "content": "hello"},
+                ]
+            }
+        )
+        + "\n"
+    )
+    good = hashlib.sha256(data.read_bytes()).hexdigest()
+    wrong = ("1" if good[0] != "1" else "2") + good[1:]
+    path = write(
+        tmp_path / "m.json",
+        manifest_dict(
+            sft_stage("chat.jsonl", good, "first"), sft_stage("chat.jsonl", wrong, "second")
+        ),
+    )
+    with pytest.raises(DataHashError) as info:
+        run_cascade(path, show_progress=False, say=lambda _: None)
+    msg = str(info.value)
+    assert "stages[second].datasets[0]" in msg and str(data) in msg
+    assert good in msg and wrong in msg
+    assert not (tmp_path / "out").exists()  # nothing trained, not even the first stage
+
+
+def test_lake_reference_is_checked_against_the_recorded_content_hash(tmp_path: Path) -> None:
+    lake = Lake(tmp_path / "lake")
+    rows = [
+        {
+            "messages": [
+                {"role": "user", "content": "What is 2+3?"},
+                {"role": "assistant", "content": "5", "reasoning": "2+3=5"},
+            ]
+        },
+        {
+            "messages": [
+                {"role": "user", "content": "Say hi"},
+                {"role": "assistant", "content": "hi", "reasoning": None},
+            ]
+        },
+    ]
+    info = lake.commit("sft_demo", pa.Table.from_pylist(rows), kind="generic", producer="test")
+    ref = sft_stage(f"sft_demo@{info.version}", info.content_hash)["datasets"][0]
+    from schemas.training_manifest import DatasetRef
+
+    verified = load_verified(
+        DatasetRef(**ref), "stages[sft1].datasets[0]", tmp_path, tmp_path / "lake"
+    )
+    convs = list(conversations(verified))
+    assert [c.mode for c in convs] == ["think", "no_think"]
+    assert convs[0].messages[1].reasoning == "2+3=5"
+
+    tampered = DatasetRef(**{**ref, "sha256": "f" * 64})
+    with pytest.raises(DataHashError, match=r"stages\[sft1\].datasets\[0\]: sft_demo@1: content"):
+        load_verified(tampered, "stages[sft1].datasets[0]", tmp_path, tmp_path / "lake")
+    # Corrupting the stored Parquet bytes is caught too, even with the recorded hash.
+    parquet = lake.files(f"sft_demo@{info.version}")[0]
+    parquet.chmod(0o644)
+    parquet.write_bytes(parquet.read_bytes()[:-1] + b"\x00")
+    with pytest.raises(DataHashError, match="does not match"):
+        load_verified(DatasetRef(**ref), "stages[sft1].datasets[0]", tmp_path, tmp_path / "lake")
+
+
+def test_grpo_stage_is_reported_as_not_implemented(tmp_path: Path) -> None:
+    spec = json.loads((ROOT / "manifests" / "cascade_8b.json").read_text())
+    spec["output_dir"] = str(tmp_path / "out")
+    path = write(tmp_path / "m.json", spec)
+    said: list[str] = []
+    with pytest.raises(
+        StageNotImplementedError,
+        match="'rlhf' is a grpo stage, and GRPO training is not implemented yet",
+    ):
+        run_cascade(path, stage="rlhf", say=said.append, show_progress=False)
+
+
+def test_cli_reports_manifest_errors_as_one_message(tmp_path: Path) -> None:
+    import cli
+    from cli import app
+
+    cli._register()
+    path = write(tmp_path / "m.json", manifest_dict(sft_stage("d.jsonl", "xyz")))
+    result = CliRunner().invoke(app, ["train", "--manifest", str(path)])
+    assert isinstance(result.exception, CascadeError)
+    assert "stages[0](sft1).datasets[0].sha256" in str(result.exception)
+
+
+def test_row_errors_name_the_row(tmp_path: Path) -> None:
+    data = tmp_path / "chat.jsonl"
+    good = {"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]}
+    bad = {"messages": [{"role": "robot", "content": "a"}]}
+    data.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n")
+    from schemas.training_manifest import DatasetRef
+
+    sha = hashlib.sha256(data.read_bytes()).hexdigest()
+    verified = load_verified(DatasetRef(ref="chat.jsonl", sha256=sha), "x", tmp_path, None)
+    with pytest.raises(ValueError, match=r"chat.jsonl row 1: message 0 has role 'robot'"):
+        list(conversations(verified))
+
+
+def test_gsm8k_file_with_prompt_columns_becomes_chats() -> None:
+    from schemas.training_manifest import DatasetRef
+
+    sha = hashlib.sha256(GSM8K.read_bytes()).hexdigest()
+    ref = DatasetRef(
+        ref=str(GSM8K),
+        sha256=sha,
+        limit=5,
+        prompt_column="question",
+        response_column="answer",
+        mode="no_think",
+    )
+    convs = list(conversations(load_verified(ref, "x", ROOT, None)))
+    assert len(convs) == 5 and all(c.mode == "no_think" for c in convs)
+    assert "####" in convs[0].messages[1].content
