@@ -217,7 +217,7 @@ def baseline(texts: list[str], items: list[str], n: int, rule_name: str, workers
         copies = {
             row
             for key, cov in coverage.items()
-            if cov >= rule.copy_coverage or len(pairs[key]) >= rule.copy_hits
+            if cov >= rule.copy_coverage or len(pairs[key]) >= (rule.copy_hits or 2**62)
             for row in [key[0]]
         }
         seen: dict[str, set[str]] = defaultdict(set)

@@ -229,12 +229,12 @@ def content_hash(ids: Sequence[str], texts: Sequence[str]) -> str:
 
 
 def resolve_name(name: str) -> BenchmarkSpec:
-    """Registry entry for a name or alias; KeyError lists the known names."""
+    """Registry entry for a name or alias; ValueError lists the known names."""
     key = name.strip().lower()
     for spec in REGISTRY.values():
         if key == spec.name or key in spec.aliases:
             return spec
-    raise KeyError(f"unknown benchmark {name!r}; known: {', '.join(sorted(REGISTRY))}")
+    raise ValueError(f"unknown benchmark {name!r}; known: {', '.join(sorted(REGISTRY))}")
 
 
 def _item_text(record: dict[str, Any], fields: tuple[str, ...], where: str) -> str:
@@ -261,7 +261,7 @@ def load_jsonl_benchmark(path: str | Path, spec: BenchmarkSpec | None = None) ->
     if spec is None:
         try:
             spec = resolve_name(path.stem)
-        except KeyError:
+        except ValueError:
             spec = BenchmarkSpec(name=path.stem, domain="unknown", hub_id=None)
             unregistered = True
     ids: list[str] = []
@@ -297,9 +297,15 @@ def load_hub_benchmark(spec: BenchmarkSpec) -> Benchmark:
         raise ValueError(f"benchmark {spec.name!r} has no Hub dataset id; give a local directory")
     import datasets
 
-    ds = datasets.load_dataset(
-        spec.hub_id, spec.hub_config, split=spec.hub_split, **dict(spec.hub_kwargs)
-    )
+    try:
+        ds = datasets.load_dataset(
+            spec.hub_id, spec.hub_config, split=spec.hub_split, **dict(spec.hub_kwargs)
+        )
+    except Exception as exc:  # network, auth, missing config: one sentence for the user
+        raise FileNotFoundError(
+            f"benchmark {spec.name!r}: loading {spec.hub_id} from the HF Hub failed "
+            f"({type(exc).__name__}); give a local directory of benchmark jsonl instead"
+        ) from exc
     ids: list[str] = []
     texts: list[str] = []
     for index, record in enumerate(ds):

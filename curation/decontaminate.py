@@ -433,7 +433,7 @@ class ContaminationRule:
     coverage reaches `min_coverage` (None: coverage never decides alone). With `ignore_stock`,
     hits count only informative n-grams: not in `stock` and seen in fewer than `min_df`
     distinct texts among the input rows plus the number of benchmarks holding them. Input rows
-    that cover at least `copy_coverage` of some item, or share `copy_hits` n-grams with it,
+    that cover at least `copy_coverage` of some item (or share `copy_hits` n-grams with it),
     are (partial) copies, not evidence of a stock phrase, and are left out of that count:
     otherwise an item copied with small edits, or half-quoted, into three training rows would
     turn its own n-grams into "stock phrases" and hide all three.
@@ -446,8 +446,8 @@ class ContaminationRule:
     min_coverage: float | None
     ignore_stock: bool
     min_df: int = 3
-    copy_coverage: float = 0.5
-    copy_hits: int = 20
+    copy_coverage: float = 0.4
+    copy_hits: int | None = None
 
     def __post_init__(self) -> None:
         if self.min_hits < 1:
@@ -519,7 +519,7 @@ def measure(
         seen = overlaps.select("row", "gram").unique()
         copy_rows = hits.filter(
             (pl.col("decontam_coverage") >= rule.copy_coverage)
-            | (pl.col("decontam_hits") >= rule.copy_hits)
+            | (pl.col("decontam_hits") >= (rule.copy_hits or 2**62))
         )["row"]
         seen = seen.filter(~pl.col("row").is_in(copy_rows.unique().implode()))
         seen = seen.with_columns(key=pl.Series(row_keys[seen["row"].to_numpy()]))
