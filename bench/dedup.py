@@ -149,8 +149,9 @@ def perturb(text: str, rng: random.Random) -> str:
     return text
 
 
-def build_corpus(rows: int, path: Path, seed: int = 0) -> dict[str, int]:
-    """Write `rows` rows: every original once, then perturbed copies of random originals."""
+def build_corpus(rows: int, folder: Path, shards: int = 2, seed: int = 0) -> dict[str, int]:
+    """Write `rows` rows in `shards` files (one per datatrove task): every chosen original
+    once, unchanged, then perturbed copies of random originals, shuffled."""
     originals = load_originals()
     problems = originals.get_column("problem").to_list()
     answers = originals.get_column("answer").to_list()
@@ -160,15 +161,18 @@ def build_corpus(rows: int, path: Path, seed: int = 0) -> dict[str, int]:
     order = rng.sample(range(len(problems)), n_orig)
     origin = order + [rng.choice(order) for _ in range(rows - n_orig)]
     rng.shuffle(origin)
-    with path.open("w") as f:
-        seen: set[int] = set()
-        for i, o in enumerate(origin):
-            text = problems[o] if o not in seen else perturb(problems[o], rng)
-            seen.add(o)
-            rec = {"id": f"r{i}", "origin": o, "problem": text, "answer": answers[o]}
-            if tests[o] is not None:
-                rec["tests"] = tests[o]
-            f.write(json.dumps(rec, ensure_ascii=False) + "\n")
+    per_shard = -(-rows // shards)
+    files = [(folder / f"corpus_{k:02d}.jsonl").open("w") for k in range(shards)]
+    seen: set[int] = set()
+    for i, o in enumerate(origin):
+        text = problems[o] if o not in seen else perturb(problems[o], rng)
+        seen.add(o)
+        rec = {"id": f"r{i}", "origin": o, "problem": text, "answer": answers[o]}
+        if tests[o] is not None:
+            rec["tests"] = tests[o]
+        files[i // per_shard].write(json.dumps(rec, ensure_ascii=False) + "\n")
+    for f in files:
+        f.close()
     return {"rows": rows, "origins": n_orig}
 
 
@@ -208,7 +212,7 @@ def ours(corpus: str, out_dir: str, workers: int) -> None:
     """Our pipeline end to end: read jsonl, exact + near dedup, write kept and dropped."""
     from curation.dedup import exact_dedup, near_dedup
 
-    df = pl.read_ndjson(corpus, schema_overrides=SCHEMA)
+    df = pl.read_ndjson(sorted(Path(corpus).glob("*.jsonl")), schema_overrides=SCHEMA)
     exact = exact_dedup(df)
     near = near_dedup(exact.kept, workers=workers)
     out = Path(out_dir)
@@ -227,19 +231,24 @@ from datatrove.pipeline.dedup.minhash import (MinhashConfig, MinhashDedupBuckets
 from datatrove.pipeline.readers import JsonlReader
 from datatrove.pipeline.writers import JsonlWriter
 
-corpus_dir, work, workers = sys.argv[1], sys.argv[2], int(sys.argv[3])
-config = MinhashConfig(n_grams=5, num_buckets=14, hashes_per_bucket=8)
-reader = lambda: JsonlReader(corpus_dir, text_key="problem", id_key="id")
-kw = dict(tasks=workers, workers=workers, logging_dir=f"{work}/logs", skip_completed=False)
-LocalPipelineExecutor(pipeline=[reader(), MinhashDedupSignature(f"{work}/sigs",
-    config=config)], **kw).run()
-LocalPipelineExecutor(pipeline=[MinhashDedupBuckets(f"{work}/sigs", f"{work}/buckets",
-    config=config)], **{**kw, "tasks": config.num_buckets}).run()
-LocalPipelineExecutor(pipeline=[MinhashDedupCluster(f"{work}/buckets", f"{work}/remove",
-    config=config, save_cluster_id=True)], **{**kw, "tasks": 1, "workers": 1}).run()
-LocalPipelineExecutor(pipeline=[reader(), MinhashDedupFilter(f"{work}/remove",
-    exclusion_writer=JsonlWriter(f"{work}/removed"), load_cluster_ids=True),
-    JsonlWriter(f"{work}/kept")], **kw).run()
+def main():
+    corpus_dir, work, workers = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    config = MinhashConfig(n_grams=5, num_buckets=14, hashes_per_bucket=8)
+    reader = lambda: JsonlReader(corpus_dir, text_key="problem", id_key="id")
+    kw = dict(tasks=workers, workers=workers, logging_dir=f"{work}/logs", skip_completed=False)
+    LocalPipelineExecutor(pipeline=[reader(), MinhashDedupSignature(f"{work}/sigs",
+        config=config)], **kw).run()
+    LocalPipelineExecutor(pipeline=[MinhashDedupBuckets(f"{work}/sigs", f"{work}/buckets",
+        config=config)], **{**kw, "tasks": config.num_buckets}).run()
+    LocalPipelineExecutor(pipeline=[MinhashDedupCluster(f"{work}/buckets", f"{work}/remove",
+        config=config, save_cluster_id=True)], **{**kw, "tasks": 1, "workers": 1}).run()
+    LocalPipelineExecutor(pipeline=[reader(), MinhashDedupFilter(f"{work}/remove",
+        exclusion_writer=JsonlWriter(f"{work}/removed"), load_cluster_ids=True),
+        JsonlWriter(f"{work}/kept")], **kw).run()
+
+
+if __name__ == "__main__":  # datatrove starts workers with spawn
+    main()
 """
 
 
@@ -306,11 +315,11 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     corpus_dir = work / "corpus"
     corpus_dir.mkdir(exist_ok=True)
-    corpus = corpus_dir / "corpus.jsonl"
     t0 = time.perf_counter()
-    shape = build_corpus(args.rows, corpus)
-    print(f"corpus: {shape} in {time.perf_counter() - t0:.1f}s -> {corpus}", flush=True)
-    ids = pl.read_ndjson(corpus, schema_overrides=SCHEMA).select("id", "origin")
+    shape = build_corpus(args.rows, corpus_dir, shards=max(args.workers, 1))
+    print(f"corpus: {shape} in {time.perf_counter() - t0:.1f}s -> {corpus_dir}", flush=True)
+    files = sorted(corpus_dir.glob("*.jsonl"))
+    ids = pl.read_ndjson(files, schema_overrides=SCHEMA).select("id", "origin")
     origin_of = dict(
         zip(ids.get_column("id").to_list(), ids.get_column("origin").to_list(), strict=True)
     )
@@ -318,7 +327,7 @@ def main() -> None:
 
     our_dir = work / "ours"
     our_dir.mkdir(exist_ok=True)
-    cmd = [sys.executable, __file__, "--workers", str(args.workers), "--_ours", str(corpus)]
+    cmd = [sys.executable, __file__, "--workers", str(args.workers), "--_ours", str(corpus_dir)]
     timing = run_measured([*cmd, str(our_dir)])
     dropped = pl.read_ndjson(our_dir / "dropped.jsonl")
     pairs = dict(
