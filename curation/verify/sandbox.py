@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -79,7 +79,6 @@ class ProgramResult:
     compile_error: str | None = None
     seconds: float = 0.0
     harness_error: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def passed(self) -> bool:
