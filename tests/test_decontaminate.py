@@ -1,0 +1,276 @@
+"""Decontamination: normalization, both rules on planted and real copies, measurement columns."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from curation.benchmarks import Benchmark, load_benchmarks
+from curation.decontaminate import (
+    BenchmarkIndex,
+    build_stock_ngrams,
+    decide,
+    decontaminate,
+    normalize_text,
+    rule_named,
+    tokenize,
+)
+from curation.steps import drop_rows
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+MEASURES = ["decontam_hits", "decontam_informative_hits", "decontam_coverage"]
+
+
+@pytest.fixture(scope="module")
+def math_benchmarks() -> list[Benchmark]:
+    """The sets the issue reports against: AIME 24/25, AMC and MATH-500."""
+    return load_benchmarks(
+        "aime24,aime25,amc,math500", local_dir=SHARED / "benchmarks", allow_hub=False
+    )
+
+
+@pytest.fixture(scope="module")
+def index(math_benchmarks: list[Benchmark]) -> BenchmarkIndex:
+    return BenchmarkIndex.build(math_benchmarks)
+
+
+def _source(name: str) -> pl.DataFrame:
+    return pl.read_ndjson(SHARED / "sources" / f"{name}.jsonl").with_row_index("line")
+
+
+# --------------------------------------------------------------------------- normalization
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("Find $ x + y $ if $x=2$.", "find $x+y$ if $ x = 2 $."),
+        (r"Compute $\dfrac{1}{2}$.", r"compute $\frac{1}{2}$"),
+        (r"$\left( 3, \frac{\pi}{2} \right)$", r"$(3,\frac{\pi}{2})$"),
+        (r"An investment of $\$24,\!000$", "AN INVESTMENT OF $24,000"),
+        ('Find it.  [asy] label("A", A, N); [/asy] Done', "Find it. Done"),
+        ("Janet’s ducks – lay 16 eggs", "janet s ducks lay 16 eggs"),
+    ],
+)
+def test_normalization_makes_surface_variants_equal(a: str, b: str) -> None:
+    assert normalize_text(a) == normalize_text(b)
+
+
+def test_normalized_text_keeps_words_numbers_and_non_ascii_letters() -> None:
+    assert normalize_text(r"Le théorème: $x^2 \geq 0$, 3.5 cm") == "le théorème x 2 geq 0 3 5 cm"
+    assert normalize_text("") == ""
+    assert normalize_text("?!") == ""
+
+
+def test_tokens_compare_exactly_even_when_hashes_collide() -> None:
+    a = tokenize(pl.Series(["supercalifragilistic ab"]))
+    b = tokenize(pl.Series(["supercalifragilistik ab"]))
+    b.values[:] = a.values  # pretend every token hash collided
+    same = a.equal(np.array([0, 1]), b, np.array([0, 1]))
+    assert same.tolist() == [False, True]  # the long tokens differ in byte 20
+
+
+# --------------------------------------------------------------------------- planted copies
+def _planted_rows(item: str) -> dict[str, str]:
+    words = item.split()
+    return {
+        "verbatim": item,
+        "respaced": item.replace(" ", "   ").replace("$", " $ "),
+        "prefixed": "Solve the following problem and box the answer.\n\n" + item,
+        "embedded": "Warm-up: what is 2 + 2?\n\nMain task: " + item + "\n\nShow all work.",
+        "half": "Here is a problem I found. " + " ".join(words[: len(words) // 2 + 1]),
+    }
+
+
+@pytest.mark.parametrize("rule", ["literal", "boilerplate-aware"])
+def test_every_kind_of_planted_copy_is_dropped_and_clean_rows_kept(
+    index: BenchmarkIndex, math_benchmarks: list[Benchmark], rule: str
+) -> None:
+    aime25 = next(b for b in math_benchmarks if b.name == "aime25")
+    item, item_id = aime25.texts[4], aime25.ids[4]  # 88 words, no stock phrase
+    clean = _source("gsm8k_train").head(200).select(problem=pl.col("question"))
+    planted = pl.DataFrame(
+        {"problem": list(_planted_rows(item).values()), "kind": list(_planted_rows(item))}
+    )
+    df = pl.concat([clean.with_columns(kind=pl.lit(None, pl.String)), planted])
+    result = decontaminate(df, index, rule=rule, workers=1)
+    dropped = result.dropped.sort("kind")
+    assert dropped["kind"].to_list() == sorted(_planted_rows(item))
+    assert set(dropped["benchmark"]) == {"aime25"}
+    assert set(dropped["benchmark_id"]) == {item_id}
+    assert set(dropped["reason"]) == {"contaminated"}
+    for row in dropped.iter_rows(named=True):  # the recorded n-gram is really shared
+        assert len(row["ngram"].split()) == 9
+        assert f" {row['ngram']} " in f" {normalize_text(row['problem'])} "
+        assert f" {row['ngram']} " in f" {normalize_text(item)} "
+    coverage = dict(zip(dropped["kind"], dropped["decontam_coverage"], strict=True))
+    assert coverage["verbatim"] == coverage["embedded"] == 1.0
+    assert 0.4 < coverage["half"] < 0.6
+    assert result.kept.height == 200
+    assert result.stats["rows_in"] == 205 and result.stats["dropped"] == 5
+
+
+def test_one_shared_nine_gram_is_literal_contamination_only(
+    index: BenchmarkIndex, math_benchmarks: list[Benchmark]
+) -> None:
+    # Nine consecutive words of MATH-500 test/algebra/1332 (Daniel's electronics store).
+    row = "Bob thinks daniel works at an electronics store and he claims things, but no."
+    df = pl.DataFrame({"problem": [row]})
+    literal = decontaminate(df, index, rule="literal", workers=1)
+    aware = decontaminate(df, index, workers=1)
+    assert literal.dropped["benchmark_id"].to_list() == ["test/algebra/1332.json"]
+    assert literal.dropped["ngram"].to_list() == [
+        "daniel works at an electronics store and he claims"
+    ]
+    assert aware.dropped.height == 0
+    math500 = next(b for b in math_benchmarks if b.name == "math500")
+    item = math500.texts[math500.ids.index("test/algebra/1332.json")]
+    item_ngrams = len(normalize_text(item).split()) - 8  # its 9-grams are all distinct
+    assert aware.kept.select(MEASURES).row(0) == (1, 1, pytest.approx(1 / item_ngrams))
+    five_words = pl.DataFrame({"problem": ["daniel works at an electronics store"]})
+    shorter = decontaminate(five_words, math_benchmarks, n=5, rule="literal", workers=1)
+    assert shorter.dropped["benchmark_id"].to_list() == ["test/algebra/1332.json"]
+    assert decontaminate(five_words, index, rule="literal", workers=1).dropped.height == 0
+
+
+def test_items_shorter_than_n_match_as_whole_strings_at_token_boundaries() -> None:
+    bench = Benchmark("tiny", ["t1"], [r"Compute $\dbinom{31}{28}$."], origin="test")
+    df = pl.DataFrame(
+        {
+            "problem": [
+                r"First, compute $\binom{31}{28}$ and then add 1.",  # contains the item
+                r"Compute $\dbinom{31}{2}$.",  # a different problem
+                r"Compute $\dbinom{31}{280}$.",  # 280 is not the token 28
+            ]
+        }
+    )
+    result = decontaminate(df, [bench], workers=1)
+    assert result.dropped["problem"].to_list() == [df["problem"][0]]
+    assert result.dropped["ngram"].to_list() == ["compute binom 31 28"]
+    assert result.dropped["decontam_coverage"].to_list() == [1.0]
+
+
+# --------------------------------------------------------------------------- real data
+def test_aime_1983_2023_against_aime_amc_math500(index: BenchmarkIndex) -> None:
+    """Counts measured on the shared files (bench/README_decontam.md has the by-eye review).
+
+    Literal: 312 of 975 AIME problems share a 9-gram, nearly all stock phrases ("where m and
+    n are relatively prime positive integers"). Boilerplate-aware: 12, of which 10 are true
+    copies: AIME problems that MATH-500 reuses verbatim or nearly.
+    """
+    df = _source("aime_1983_2023")
+    literal = decontaminate(df, index, rule="literal", workers=2)
+    aware = decontaminate(df, index, workers=2)
+    assert (literal.dropped.height, aware.dropped.height) == (312, 12)
+    assert set(aware.dropped["line"]) <= set(literal.dropped["line"])
+    by_line = {r["line"]: r for r in aware.dropped.iter_rows(named=True)}
+    # Known copy: AIME 1983 #2 is MATH-500 test/intermediate_algebra/1365, word for word.
+    assert by_line[1]["benchmark_id"] == "test/intermediate_algebra/1365.json"
+    assert by_line[1]["decontam_coverage"] == 1.0
+    # Known stock-phrase pairs: flagged by the literal rule only.
+    lit = {r["line"]: r for r in literal.dropped.iter_rows(named=True)}
+    assert lit[357]["ngram"] == "find the remainder when n is divided by 1000"  # AIME 2003 #13
+    assert lit[600]["ngram"] == "where m and n are relatively prime positive integers"
+    assert 357 not in by_line and 600 not in by_line
+    kept = aware.kept.filter(pl.col("line").is_in([357, 600]))
+    assert kept["decontam_informative_hits"].to_list() == [0, 0]  # both phrases are stock
+
+
+def test_math_train_against_math500_and_aime_amc(index: BenchmarkIndex) -> None:
+    """MATH train vs MATH-500 + AIME/AMC: 580 literal overlaps, 69 boilerplate-aware.
+
+    No MATH train row covers 90% of a test item; the 69 are near-copies (same template, other
+    numbers or question, e.g. the "Five points A, B, C, D and O lie on a flat field" item)
+    plus a few long shared phrases; see bench/README_decontam.md.
+    """
+    df = _source("math_train")
+    literal = decontaminate(df, index, rule="literal", workers=2)
+    aware = decontaminate(df, index, workers=2)
+    assert (literal.dropped.height, aware.dropped.height) == (580, 69)
+    assert literal.stats["dropped_by_benchmark"] == {
+        "aime24": 27,
+        "aime25": 94,
+        "amc": 53,
+        "math500": 406,
+    }
+    assert aware.dropped["decontam_coverage"].max() < 0.9
+    five = aware.dropped.filter(pl.col("problem").str.starts_with("Five points $A$, $B$"))
+    assert five["benchmark_id"].to_list() == ["test/geometry/702.json"]
+    # a stock phrase that MATH train shares with MATH-500 items is not enough by itself
+    stock = "express your answer as a decimal to the nearest"
+    phrase_only = literal.dropped.filter(pl.col("ngram") == stock)["line"]
+    assert phrase_only.len() == 51
+    assert not set(phrase_only) & set(aware.dropped["line"])
+
+
+# --------------------------------------------------------------------------- measurement
+def test_measurements_are_kept_apart_from_the_decision(index: BenchmarkIndex) -> None:
+    df = _source("aime_1983_2023")
+    result = decontaminate(df, index, workers=1)
+    assert set(MEASURES) <= set(result.kept.columns)
+    measured = pl.concat(
+        [result.kept.select("line", *MEASURES), result.dropped.select("line", *MEASURES)]
+    )
+    for overrides in ({"min_hits": 8}, {"min_hits": 3, "min_coverage": 0.5}):
+        rule = rule_named("boilerplate-aware", **overrides)
+        rerun = decontaminate(df, index, rule=rule, workers=1)
+        redecided = decide(measured, rule).filter(pl.col("contaminated"))
+        assert sorted(redecided["line"]) == sorted(rerun.dropped["line"])
+
+
+def test_dropped_rows_become_drops_with_detail(index: BenchmarkIndex) -> None:
+    df = _source("aime_1983_2023").with_columns(id=pl.col("line").cast(pl.String))
+    result = decontaminate(df, index, workers=1)
+    drops = drop_rows(
+        result.dropped, input_columns=df.columns, table="t", version=1, step="decontaminate"
+    )
+    assert drops.height == result.dropped.height
+    detail = json.loads(drops["detail"][0])
+    assert {"benchmark", "benchmark_id", "ngram", "decontam_coverage", "rule"} <= set(detail)
+
+
+def test_workers_and_chunks_do_not_change_the_result(index: BenchmarkIndex) -> None:
+    df = _source("math_train").head(3000)
+    one = decontaminate(df, index, rule="literal", workers=1)
+    many = decontaminate(df, index, rule="literal", workers=2, chunk_rows=700)
+    assert one.dropped.sort("line").equals(many.dropped.sort("line"))
+    assert one.kept.sort("line").equals(many.kept.sort("line"))
+
+
+def test_stock_phrases_from_a_reference_corpus() -> None:
+    phrase = "find the remainder when n is divided by one thousand exactly"
+    corpus = [f"Problem about {fruit}. {phrase}." for fruit in ("apples", "pears", "plums")]
+    stock = build_stock_ngrams(corpus, n=9, min_df=3)
+    assert stock.ngrams == {
+        "find the remainder when n is divided by one",
+        "the remainder when n is divided by one thousand",
+        "remainder when n is divided by one thousand exactly",
+    }
+    copies = build_stock_ngrams(corpus[:1] * 5 + corpus[1:2], n=9, min_df=3)
+    assert copies.ngrams == frozenset()  # identical texts count once
+    item = Benchmark("b", ["b1"], [f"Let n be 7 to the power 99. {phrase}."], origin="test")
+    df = pl.DataFrame({"problem": [f"Let k be 3 to the power 5. {phrase}."] * 1})
+    rule = rule_named("boilerplate-aware", min_hits=1)
+    assert decontaminate(df, [item], rule=rule, workers=1).dropped.height == 1
+    assert decontaminate(df, [item], rule=rule, stock=stock, workers=1).dropped.height == 0
+
+
+def test_bad_input_is_a_clear_error(index: BenchmarkIndex) -> None:
+    with pytest.raises(ValueError, match="no column 'problem'"):
+        decontaminate(pl.DataFrame({"question": ["x"]}), index)
+    with pytest.raises(ValueError, match="column 'problem' is Int64, expected strings"):
+        decontaminate(pl.DataFrame({"problem": [1]}), index)
+    with pytest.raises(ValueError, match="built for n=9, asked for n=5"):
+        decontaminate(pl.DataFrame({"problem": ["x"]}), index, n=5)
+    with pytest.raises(ValueError, match="unknown decontamination rule 'strict'"):
+        decontaminate(pl.DataFrame({"problem": ["x"]}), index, rule="strict")
+
+
+def test_empty_and_null_rows(index: BenchmarkIndex) -> None:
+    empty = decontaminate(pl.DataFrame({"problem": []}, schema={"problem": pl.String}), index)
+    assert empty.kept.height == 0 and empty.dropped.height == 0
+    nulls = decontaminate(pl.DataFrame({"problem": [None, "", "hello"]}), index, workers=1)
+    assert nulls.kept.height == 3
+    assert nulls.kept["decontam_hits"].to_list() == [0, 0, 0]
