@@ -181,3 +181,31 @@ def test_math_reward_trl_style(monkeypatch: pytest.MonkeyPatch, verifier: MathVe
     ]
     rewards = math_reward(["q"] * 4, completions, answer=["0.75", "3/4", "1", None])
     assert rewards == [1.0, 0.0, 0.0, None]
+
+
+def test_majority_vote_frame_flags_noisy_references(verifier: MathVerifier) -> None:
+    import polars as pl
+
+    from curation.verify.math import majority_vote_frame
+
+    df = pl.DataFrame(
+        {
+            "id": ["a", "a", "a", "b", "b", "b", "c"],
+            "response": [
+                r"\boxed{1/2}",
+                r"\boxed{0.5}",
+                r"\boxed{3}",  # majority 1/2, reference right
+                r"\boxed{7}",
+                r"\boxed{7}",
+                r"\boxed{\frac{14}{2}}",  # majority 7, reference wrong
+                "no answer",
+            ],
+            "answer": [r"\frac12"] * 3 + ["8"] * 3 + ["1"],
+        }
+    )
+    out = majority_vote_frame(df, verifier=verifier)
+    assert out.get_column("id").to_list() == ["a", "b", "c"]
+    assert out.get_column("votes").to_list() == [2, 3, 0]
+    assert out.get_column("k").to_list() == [3, 3, 1]
+    assert out.get_column("agrees").to_list() == [True, False, None]
+    assert out.get_column("majority_answer").to_list()[:2] == ["1/2", "7"]

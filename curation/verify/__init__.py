@@ -22,6 +22,7 @@ _EXPORTS = {
     "MathVerifier": "math",
     "extract_boxed": "math",
     "math_reward": "math",
+    "majority_vote_frame": "math",
     "code_reward": "code",
     "verify_code": "code",
     "verify_code_batch": "code",

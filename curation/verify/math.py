@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import polars as pl
+
 from curation.verify.deadline_pool import DeadlinePool
 from curation.verify.result import Verdict, completion_text, final_answer_part
 
@@ -188,6 +190,51 @@ class MathVerifier:
                 groups.append([key])
         best = max(groups, key=lambda g: sum(counts[k] for k in g))
         return first_raw[best[0]], sum(counts[k] for k in best)
+
+
+def majority_vote_frame(
+    df: pl.DataFrame,
+    *,
+    group_field: str = "id",
+    response_field: str = "response",
+    reference_field: str | None = "answer",
+    verifier: MathVerifier | None = None,
+) -> pl.DataFrame:
+    """One row per prompt: the majority answer of its k responses, its votes, k, and (with a
+    reference) whether the majority agrees with it.
+
+    For sources whose reference answers are noisy, the recipe keeps only prompts whose
+    majority answer matches the reference; `agrees` is that measurement (null when the
+    check timed out or there is no majority answer) and the threshold stays with the recipe.
+    """
+    verifier = verifier or default_math_verifier()
+    for field in (group_field, response_field, *([reference_field] if reference_field else [])):
+        if field not in df.columns:
+            raise ValueError(f"no field {field!r}: columns are {df.columns}")
+    aggregations = [pl.col(response_field).alias("_responses")]
+    if reference_field:
+        aggregations.append(pl.col(reference_field).first().alias("_reference"))
+    grouped = df.group_by(group_field, maintain_order=True).agg(aggregations)
+    majorities = [verifier.majority_answer([r or "" for r in rs]) for rs in grouped["_responses"]]
+    out = grouped.select(group_field).with_columns(
+        pl.Series("majority_answer", [a for a, _ in majorities], dtype=pl.String),
+        pl.Series("votes", [v for _, v in majorities], dtype=pl.Int64),
+        pl.Series("k", [len(rs) for rs in grouped["_responses"]], dtype=pl.Int64),
+    )
+    if reference_field:
+        references = grouped["_reference"].to_list()
+        pairs = [
+            (str(ref), answer)
+            for ref, (answer, _) in zip(references, majorities, strict=True)
+            if ref is not None and answer is not None
+        ]
+        verdicts = iter(verifier.equivalent_many(pairs))
+        agrees = [
+            next(verdicts).passed if ref is not None and answer is not None else None
+            for ref, (answer, _) in zip(references, majorities, strict=True)
+        ]
+        out = out.with_columns(pl.Series("agrees", agrees, dtype=pl.Boolean))
+    return out
 
 
 _DEFAULT: MathVerifier | None = None
