@@ -210,3 +210,39 @@ os._exit(0)
     forged = box.run(forge, [StdioTest("", expected)])
     assert not forged.passed
     assert forged.outcomes[0].detail == "a reported pass whose output does not match"
+
+
+def test_functional_tests_resist_always_equal_results_and_replaced_helpers(box: Sandbox) -> None:
+    test = FunctionalTest(
+        "def check(candidate):\n"
+        "    assert candidate([1, 2]) == [2, 1]\n"
+        "    assert is_same_list(candidate(None, linked=True), list_node([5]))\n"
+        "check(Solution().f)\n"
+    )
+    always_equal = "class Eq:\n    def __eq__(self, other): return True\n    def __ne__(self, other): return False\n"
+    hacks = {
+        "object": always_equal + "class Solution:\n    def f(self, x, linked=False): return Eq()\n",
+        "nested": always_equal
+        + "class Solution:\n    def f(self, x, linked=False): return [Eq()]\n",
+        "list_subclass": (
+            "class L(list):\n    def __eq__(self, other): return True\n"
+            "class Solution:\n    def f(self, x, linked=False): return L()\n"
+        ),
+        "in_a_node": always_equal
+        + "class Solution:\n    def f(self, x, linked=False):\n"
+        + "        return ListNode(Eq()) if linked else [2, 1]\n",
+        "replaced_helper": (
+            "is_same_list = lambda a, b: True\n"
+            "class Solution:\n    def f(self, x, linked=False):\n"
+            "        return ListNode(4) if linked else [2, 1]\n"
+        ),
+    }
+    for name, program in hacks.items():
+        result = box.run(program, [test])
+        assert not result.passed, name
+    honest = (
+        "class L(list):\n    pass\n"
+        "class Solution:\n    def f(self, x, linked=False):\n"
+        "        return ListNode(5) if linked else L(x[::-1])\n"
+    )
+    assert box.run(honest, [test]).passed

@@ -19,6 +19,7 @@ Isolation layers, each enough on its own for the threat it names:
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import ctypes
 import ctypes.util
@@ -39,6 +40,7 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
+from types import CodeType, FunctionType
 from typing import Any
 
 from curation.verify.framing import recv_frame, send_frame
@@ -350,6 +352,75 @@ def output_digest(text: str) -> str:
     return hashlib.sha256(" ".join(text.split()).encode()).hexdigest()
 
 
+GUARD_NAME = "__cascade_guard__"
+_PLAIN_TYPES = (bool, int, float, complex, str, bytes, type(None))
+_COMPARISONS = ("__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__")
+
+
+def _overrides_comparison(kind: type) -> bool:
+    """Whether a non-builtin class in `kind`'s MRO defines a comparison operator."""
+    return any(
+        name in klass.__dict__
+        for klass in kind.__mro__
+        if klass.__module__ != "builtins"
+        for name in _COMPARISONS
+    )
+
+
+def check_plain_result(value: Any, budget: int = 1_000_000) -> None:
+    """Raise TypeError if a returned value holds an object with its own comparison operators
+    (the `__eq__`-always-true reward hack); builtin data, and objects such as ListNode or
+    TreeNode whose fields are builtin data, pass. Walks containers and object fields."""
+    stack, seen = [value], set()
+    while stack and budget > 0:
+        item = stack.pop()
+        budget -= 1
+        kind = type(item)
+        if kind in _PLAIN_TYPES:
+            continue
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if _overrides_comparison(kind):
+            raise TypeError(f"candidate returned a {kind.__name__} with its own comparison")
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple, set, frozenset)):
+            stack.extend(item)
+        fields = getattr(item, "__dict__", None)
+        if isinstance(fields, dict):
+            stack.extend(fields.values())
+
+
+def guard_candidate(candidate: Any) -> Any:
+    """Wrap the function under test so that every result is checked by check_plain_result."""
+
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        result = candidate(*args, **kwargs)
+        check_plain_result(result)
+        return result
+
+    return guarded
+
+
+def compile_functional_test(source: str) -> CodeType:
+    """Compile a `check(candidate)` test so that its final `check(X)` call gets a guarded X."""
+    tree = ast.parse(source)
+    last = tree.body[-1] if tree.body else None
+    if (
+        isinstance(last, ast.Expr)
+        and isinstance(last.value, ast.Call)
+        and isinstance(last.value.func, ast.Name)
+        and last.value.func.id == "check"
+        and len(last.value.args) == 1
+    ):
+        guard = ast.Name(GUARD_NAME, ast.Load())
+        last.value.args[0] = ast.Call(guard, [last.value.args[0]], [])
+        ast.fix_missing_locations(tree)
+    return compile(tree, "<test>", "exec")
+
+
 def _short(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}"
     return text[:MESSAGE_LIMIT]
@@ -373,6 +444,15 @@ def _run_one(
         if test["kind"] == "functional":
             namespace.update(prelude)
             exec(code, namespace)
+            # the program may have replaced the test helpers (is_same_list = lambda *a: True)
+            namespace.update(
+                {
+                    name: value
+                    for name, value in prelude.items()
+                    if isinstance(value, FunctionType) and value.__module__ == "__main__"
+                }
+            )
+            namespace[GUARD_NAME] = guard_candidate
             exec(test["compiled"], namespace)
         else:
             try:
@@ -444,7 +524,7 @@ def child_main(job: dict[str, Any], start: int, wfd: int, workdir: str, uid: int
             code = compile(job["program"], "<program>", "exec")
             for test in tests:
                 if test["kind"] == "functional":
-                    test["compiled"] = compile(test["code"], "<test>", "exec")
+                    test["compiled"] = compile_functional_test(test["code"])
         except SyntaxError as exc:
             send_frame(wfd, ("compile_error", _short(exc)))
             os._exit(0)
