@@ -47,6 +47,9 @@ def test_parse_tests_reads_every_source_shape(shared_data: Path) -> None:
     assert len(cc) == len(contests["inputs"]) and all(isinstance(t, StdioTest) for t in cc)
     assert parse_tests(repr(contests)) == cc  # the Python-literal string form reads the same
     assert parse_tests(json.dumps({"inputs": ["1"], "outputs": ["2"]})) == [StdioTest("1", "2")]
+    # a table mixing shapes (polars unifies struct fields) holds nulls for absent keys
+    mixed = {"functional": None, "inputs": ["1"], "outputs": ["2"]}
+    assert parse_tests(mixed) == [StdioTest("1", "2")]
     with pytest.raises(ValueError, match="2 inputs but 1 outputs"):
         parse_tests({"inputs": ["1", "2"], "outputs": ["2"]})
     with pytest.raises(ValueError, match="test 0"):

@@ -53,6 +53,8 @@ def parse_tests(reference: Any) -> list[Test]:
         if isinstance(reference, str):
             raise ValueError("tests string decodes to another string, not a test description")
     if isinstance(reference, dict):
+        # tables that mix test shapes hold every key, with nulls for the absent ones
+        reference = {k: v for k, v in reference.items() if v is not None}
         if "functional" in reference:
             return [FunctionalTest(str(reference["functional"]))]
         if "test" in reference and "entry_point" in reference:
