@@ -129,8 +129,17 @@ class Tokens:
         return " ".join(self.token(t) for t in range(first, first + length))
 
     def strings(self) -> pl.Series:
-        """Every token as a string (for small batches such as benchmark items)."""
-        return pl.Series("token", [self.token(t) for t in range(self.values.size)], pl.String)
+        """Every token as a string, built in bulk from the byte spans."""
+        token_offsets = np.zeros(self.lengths.size + 1, dtype=np.int64)
+        np.cumsum(self.lengths, out=token_offsets[1:])
+        within = np.arange(int(token_offsets[-1]), dtype=np.int64) - np.repeat(
+            token_offsets[:-1], self.lengths
+        )
+        buffer = self.data[np.repeat(self.starts, self.lengths) + within]
+        array = pa.LargeStringArray.from_buffers(
+            self.lengths.size, pa.py_buffer(token_offsets), pa.py_buffer(buffer)
+        )
+        return pl.Series("token", array, dtype=pl.String)
 
 
 def tokenize(texts: pl.Series) -> Tokens:
