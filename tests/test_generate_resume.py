@@ -102,3 +102,51 @@ def test_cli_names_the_bad_line(setup: tuple[Path, str, Path]) -> None:
     assert result.returncode == 1
     assert f"{bad}:2: no chat to send: field 'problem' is missing" in result.stdout
     assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_cli_reads_a_lake_table_and_records_lineage(
+    setup: tuple[Path, str, Path], tmp_path: Path
+) -> None:
+    import pyarrow as pa
+    from typer.testing import CliRunner
+
+    from cli import _register, app
+
+    _, teacher, prompts = setup
+    records = [json.loads(line) for line in prompts.read_text().splitlines()[:3]]
+    lake = Lake(tmp_path / "lake")
+    table = pa.table(
+        {
+            "id": [f"p{i}" for i in range(3)],
+            "source": ["math_train"] * 3,
+            "source_id": [str(i) for i in range(3)],
+            "domain": ["math"] * 3,
+            "problem": [r["problem"] for r in records],
+            "answer": [r["answer"] for r in records],
+            "metadata": [None] * 3,
+        }
+    )
+    lake.commit("prompts", table, kind="prompts")
+    _register()
+    args = [
+        "--lake", str(tmp_path / "lake"), "generate", "--input", "prompts", "--model", teacher,
+        "--out", "gens", "--mode", "both", "--mode-switch", "flag", "--max-new-tokens", "4",
+        "--threads", "1", "--no-progress", "--json",
+    ]  # fmt: skip
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    # CliRunner mixes stderr (transformers' loading bar) into output: find the report line.
+    report = result.output[result.output.index('{"output"') :].splitlines()[0]
+    assert json.loads(report)["generated"] == 6
+    info = lake.resolve("gens")
+    assert info.parents == ["prompts@1"] and info.kind == "generations"
+    assert info.params["mode_switch"] == "flag" and info.params["modes"] == [
+        "thinking",
+        "non_thinking",
+    ]
+    rows = lake.read("gens").to_pylist()
+    assert sorted(r["prompt_id"] for r in rows) == ["p0", "p0", "p1", "p1", "p2", "p2"]
+    # The stored chat is the prompt itself; the /think flag was only added on the wire.
+    for row in rows:
+        (turn,) = json.loads(row["messages"])
+        assert turn["content"] == records[int(row["prompt_id"][1])]["problem"]

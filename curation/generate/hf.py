@@ -3,7 +3,7 @@
 `generate` draws all rows of a batch from one global random stream, so a sample would
 depend on which other prompts shared its batch. To keep "sample i of prompt p with seed s"
 the same whatever the batching (and so cacheable), sampling is done by a logits processor
-that owns one `torch.Generator` per row and hands greedy decoding a one-hot choice.
+that gives each row its own seeded stream and hands greedy decoding a one-hot choice.
 The model's own generation_config defaults (temperature, repetition penalty) are not used:
 the request's `Sampling` is the whole truth, as it is for the other backends.
 """
@@ -50,9 +50,13 @@ def completion_length(token_ids: Sequence[int], eos_ids: set[int]) -> tuple[int,
 
 
 class SeededRowSampler:
-    """Logits processor: sample each row with its own seeded generator, return a one-hot.
+    """Logits processor: sample each row from its own seeded stream, return a one-hot.
 
-    Temperature, top-k and top-p are applied with transformers' own warpers, in that order.
+    Each row draws its `max_new_tokens` uniforms up front from a CPU `torch.Generator`
+    seeded with the row's seed (the same numbers on any device), and step t picks the token
+    where the row's cumulative probability first exceeds its t-th uniform (inverse-CDF
+    sampling), for all rows at once. Temperature, top-k and top-p are applied first with
+    transformers' own warpers, in that order.
     """
 
     def __init__(self, seeds: Sequence[int], sampling: Sampling, device: torch.device) -> None:
@@ -64,7 +68,13 @@ class SeededRowSampler:
             TopPLogitsWarper,
         )
 
-        self.generators = [torch.Generator(device=device).manual_seed(int(s)) for s in seeds]
+        self.uniforms = torch.stack(
+            [
+                torch.rand(sampling.max_new_tokens, generator=torch.Generator().manual_seed(s))
+                for s in seeds
+            ]
+        ).to(device)
+        self.step = 0
         warpers: list[Any] = [TemperatureLogitsWarper(sampling.temperature)]
         if sampling.top_k > 0:
             warpers.append(TopKLogitsWarper(sampling.top_k))
@@ -76,14 +86,13 @@ class SeededRowSampler:
         import torch
 
         probs = torch.softmax(self.warpers(input_ids, scores).float(), dim=-1)
-        chosen = torch.cat(
-            [
-                torch.multinomial(probs[row], 1, generator=generator)
-                for row, generator in enumerate(self.generators)
-            ]
-        )
+        cdf = probs.cumsum(dim=-1)
+        # Scale by the total so rounding can never point past the last token with mass.
+        target = self.uniforms[:, self.step : self.step + 1] * cdf[:, -1:]
+        chosen = torch.searchsorted(cdf, target, right=True).clamp_(max=scores.shape[-1] - 1)
+        self.step += 1
         one_hot = torch.full_like(scores, float("-inf"))
-        one_hot.scatter_(1, chosen.unsqueeze(1), 0.0)
+        one_hot.scatter_(1, chosen, 0.0)
         return one_hot
 
 

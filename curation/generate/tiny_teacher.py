@@ -48,6 +48,8 @@ def build_tiny_teacher(
     hidden_size: int = 64,
     num_layers: int = 2,
     num_heads: int = 4,
+    num_kv_heads: int | None = None,
+    intermediate_size: int | None = None,
     initializer_range: float = 0.3,
     seed: int = 0,
 ) -> Path:
@@ -90,10 +92,10 @@ def build_tiny_teacher(
     config = Qwen3Config(
         vocab_size=len(tokenizer),
         hidden_size=hidden_size,
-        intermediate_size=2 * hidden_size,
+        intermediate_size=intermediate_size or 2 * hidden_size,
         num_hidden_layers=num_layers,
         num_attention_heads=num_heads,
-        num_key_value_heads=num_heads,
+        num_key_value_heads=num_kv_heads or num_heads,
         head_dim=hidden_size // num_heads,
         max_position_embeddings=4096,
         tie_word_embeddings=True,
