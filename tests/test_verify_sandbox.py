@@ -246,3 +246,20 @@ def test_functional_tests_resist_always_equal_results_and_replaced_helpers(box: 
         "        return ListNode(5) if linked else L(x[::-1])\n"
     )
     assert box.run(honest, [test]).passed
+
+
+def test_a_program_holds_no_descriptor_but_its_own(box: Sandbox) -> None:
+    # one pipe (its own result pipe) and nothing of the worker's: no way to write a fake
+    # reply to the parent or to read the next job
+    program = """
+import os
+kinds = []
+for name in os.listdir('/proc/self/fd'):
+    try:
+        kinds.append(os.readlink('/proc/self/fd/' + name).split(':')[0])
+    except OSError:
+        pass
+print(kinds.count('pipe'), kinds.count('socket'))
+"""
+    result = box.run(program, [StdioTest("", "1 0")])
+    assert result.passed, result.summary()

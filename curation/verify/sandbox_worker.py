@@ -504,11 +504,11 @@ def child_main(job: dict[str, Any], start: int, wfd: int, workdir: str, uid: int
                 while view:
                     view = view[os.write(fd, view) :]
                 input_fds[i] = fd
-        keep = {wfd, devnull, *input_fds.values()}
-        for fd in range(3, 64 + len(tests) + 8):
-            if fd not in keep:
+        keep = {0, 1, 2, wfd, *input_fds.values()}
+        for name in os.listdir("/proc/self/fd"):  # above all the worker's own protocol pipes
+            if int(name) not in keep:
                 with contextlib.suppress(OSError):
-                    os.close(fd)
+                    os.close(int(name))
         os.chdir(workdir)
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         _set_limits(job, len(tests) - start)
