@@ -11,8 +11,8 @@ do not attend to each other, so that is the work actually needed).
 - cascade: samples packed to --seq-len rows (best-fit), position ids restart per sample,
   DeepSpeed ZeRO-2, bf16, flash-attention-2 when installed (else SDPA), token-level loss.
 - padded: the plain loop people write first: batches of --padded-batch samples in data order,
-  padded to the longest in the batch, attention_mask, fp32 weights + bf16 autocast, AdamW
-  (fused on GPU), SDPA, the model's own loss.
+  padded to the longest in the batch, --padded-accum of them per optimizer step,
+  attention_mask, fp32 weights + bf16 autocast, AdamW (fused on GPU), SDPA, the model's loss.
 
 Lengths are drawn from a long-tailed log-normal (mean ~--mean-len, clipped to --seq-len).
 
@@ -175,6 +175,25 @@ def run_cascade(args, shape, samples, lengths, device) -> dict:
     }
 
 
+def padded_batch(
+    samples: list[TokenizedChat], lengths: list[int], idx: list[int]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """input_ids, attention_mask, labels of samples `idx`, right-padded to the longest."""
+    width = max(lengths)
+    ids = torch.zeros(len(idx), width, dtype=torch.long)
+    mask = torch.zeros(len(idx), width, dtype=torch.long)
+    labels = torch.full((len(idx), width), -100, dtype=torch.long)
+    for r, i in enumerate(idx):
+        s = samples[i]
+        n = len(s.input_ids)
+        ids[r, :n] = torch.tensor(s.input_ids)
+        mask[r, :n] = 1
+        labels[r, :n] = torch.tensor(
+            [t if m else -100 for t, m in zip(s.input_ids, s.target_mask, strict=True)]
+        )
+    return ids, mask, labels
+
+
 def run_padded(args, shape, samples, lengths, device) -> dict:
     """A plain transformers loop: per-batch padding, attention_mask, autocast bf16, AdamW."""
     model = build(shape, "sdpa", args.seed).to(device)
@@ -185,44 +204,36 @@ def run_padded(args, shape, samples, lengths, device) -> dict:
     fused = device.type == "cuda"
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5, betas=(0.9, 0.95), fused=fused)
     n_matmul = matmul_params(model)
-    b = args.padded_batch
+    b, accum = args.padded_batch, args.padded_accum
     useful, slots, flops, elapsed = 0, 0, 0.0, 0.0
-    steps = args.warmup + args.steps
-    order = list(range(len(samples)))
-    for step in range(steps):
+    for step in range(args.warmup + args.steps):
         timed = step >= args.warmup
-        idx = [order[(step * b + k) % len(order)] for k in range(b)]
-        width = max(lengths[i] for i in idx)
-        ids = torch.zeros(b, width, dtype=torch.long)
-        mask = torch.zeros(b, width, dtype=torch.long)
-        labels = torch.full((b, width), -100, dtype=torch.long)
-        for r, i in enumerate(idx):
-            s = samples[i]
-            n = len(s.input_ids)
-            ids[r, :n] = torch.tensor(s.input_ids)
-            mask[r, :n] = 1
-            labels[r, :n] = torch.tensor(
-                [t if m else -100 for t, m in zip(s.input_ids, s.target_mask, strict=True)]
-            )
-        ids, mask, labels = ids.to(device), mask.to(device), labels.to(device)
+        micro = []
+        for k in range(accum):
+            first = (step * accum + k) * b
+            idx = [(first + r) % len(samples) for r in range(b)]
+            micro.append((idx, padded_batch(samples, [lengths[i] for i in idx], idx)))
         sync(device)
         t0 = time.perf_counter()
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
-            loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
-        loss.backward()
+        for _, (ids, mask, labels) in micro:
+            ids, mask, labels = ids.to(device), mask.to(device), labels.to(device)
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+                loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss / accum
+            loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         sync(device)
         if timed:
             elapsed += time.perf_counter() - t0
-            batch_lengths = [lengths[i] for i in idx]
-            useful += sum(batch_lengths)
-            slots += b * width
-            flops += useful_flops(shape, n_matmul, batch_lengths)
+            for idx, (ids, _, _) in micro:
+                batch_lengths = [lengths[i] for i in idx]
+                useful += sum(batch_lengths)
+                slots += ids.numel()
+                flops += useful_flops(shape, n_matmul, batch_lengths)
     del model, optimizer
     return {
-        "method": f"padded loop (batch {b})",
+        "method": f"padded loop (batch {b} x accum {accum})",
         "attn": "sdpa",
         "elapsed_s": elapsed,
         "useful_tokens": useful,
@@ -272,6 +283,12 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument("--accum", type=int, default=4, help="packed rows per optimizer step")
     parser.add_argument("--padded-batch", type=int, default=2, help="samples per padded batch")
+    parser.add_argument(
+        "--padded-accum",
+        type=int,
+        default=8,
+        help="padded micro batches per optimizer step (8 x 2 x ~1.5K ~ one packed step's tokens)",
+    )
     parser.add_argument("--grad-ckpt", action="store_true")
     parser.add_argument(
         "--peak-tflops", type=float, default=989.0, help="dense bf16 peak per GPU (H200 SXM: 989)"
@@ -283,7 +300,8 @@ def main() -> None:
     if args.smoke:
         torch.set_num_threads(1)
         args.seq_len, args.mean_len, args.samples = 512, 100, 200
-        args.steps, args.warmup, args.accum, args.padded_batch = 3, 1, 2, 4
+        args.steps, args.warmup, args.accum = 3, 1, 2
+        args.padded_batch, args.padded_accum = 2, 4
         args.peak_tflops = None
         shape = TINY
     else:

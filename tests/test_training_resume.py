@@ -20,11 +20,17 @@ from test_training_sft import ROOT, gsm8k_chats, read_log, tiny_manifest, write_
 CLI = [sys.executable, "-c", "import sys, cli; sys.argv[0] = 'cascade'; cli.main()"]
 
 
+def clean_env() -> dict[str, str]:
+    """The environment minus process-group variables an in-process test run may have set."""
+    group = {"MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK", "WORLD_SIZE"}
+    return {k: v for k, v in os.environ.items() if k not in group}
+
+
 def _train(manifest: Path, *extra: str, env: dict | None = None) -> subprocess.Popen:
     return subprocess.Popen(
         [*CLI, "train", "--manifest", str(manifest), "--no-progress", *extra],
         cwd=ROOT,
-        env={**os.environ, "OMP_NUM_THREADS": "1", **(env or {})},
+        env={**clean_env(), "OMP_NUM_THREADS": "1", **(env or {})},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

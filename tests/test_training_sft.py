@@ -170,6 +170,34 @@ def test_packed_and_unpacked_per_token_losses_match(tokenizer, chats, attn) -> N
     assert not torch.allclose(leaky_losses, packed_losses, atol=1e-3)
 
 
+def test_learning_rate_schedules_warm_up_then_decay_to_the_floor() -> None:
+    from schemas.training_manifest import SFTStage
+    from training.sft import lr_lambda
+
+    def stage(**opt: object) -> SFTStage:
+        return SFTStage.model_validate(
+            {
+                "name": "s",
+                "type": "sft",
+                "max_seq_len": 8,
+                "max_steps": 10,
+                "datasets": [{"ref": "d.jsonl", "sha256": "0" * 64}],
+                "batch": {"global_batch_size": 1, "micro_batch_size": 1},
+                "optimizer": {"learning_rate": 1.0, **opt},
+            }
+        )
+
+    cosine = lr_lambda(stage(schedule="cosine", warmup_steps=4, min_learning_rate_ratio=0.1), 104)
+    assert [cosine(s) for s in range(4)] == pytest.approx([0.2, 0.4, 0.6, 0.8])
+    assert cosine(4) == pytest.approx(1.0)
+    assert cosine(54) == pytest.approx(0.55)  # halfway: floor + (1 - floor) / 2
+    assert cosine(104) == pytest.approx(0.1)
+    linear = lr_lambda(stage(schedule="linear", warmup_ratio=0.1), 100)
+    assert linear(10) == pytest.approx(1.0) and linear(55) == pytest.approx(0.5)
+    constant = lr_lambda(stage(schedule="constant"), 100)
+    assert {constant(s) for s in range(100)} == {1.0}
+
+
 # ------------------------------------------------------------------ DeepSpeed runs ---------
 
 

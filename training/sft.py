@@ -205,6 +205,12 @@ def run_sft_stage(ctx: StageContext) -> StageResult:
     final_dir = stage_dir / "final"
     stage_dir.mkdir(parents=True, exist_ok=True)
 
+    if not ctx.resume and ckpt.complete_tags(checkpoint_dir):
+        raise ValueError(
+            f"stage {stage.name!r} already has checkpoints in {checkpoint_dir}; pass --resume "
+            "to continue or remove the directory to start over"
+        )
+
     # --- data: verify every hash before anything else -------------------------------------
     verified = [
         load_verified(
@@ -286,11 +292,6 @@ def run_sft_stage(ctx: StageContext) -> StageResult:
                 )
             start_step = client["step"]
             ckpt.restore_rng_state(client["rng"])
-    elif ckpt.complete_tags(checkpoint_dir) and rank == 0:
-        raise ValueError(
-            f"stage {stage.name!r} already has checkpoints in {checkpoint_dir}; pass --resume "
-            "to continue or remove the directory to start over"
-        )
 
     # --- logging ----------------------------------------------------------------------------
     log_path = stage_dir / "log.jsonl"
