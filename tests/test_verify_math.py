@@ -209,3 +209,24 @@ def test_majority_vote_frame_flags_noisy_references(verifier: MathVerifier) -> N
     assert out.get_column("k").to_list() == [3, 3, 1]
     assert out.get_column("agrees").to_list() == [True, False, None]
     assert out.get_column("majority_answer").to_list()[:2] == ["1/2", "7"]
+
+
+def test_deadline_pool_kills_only_the_late_call_and_keeps_serving() -> None:
+    import math
+    import time
+
+    from curation.verify.deadline_pool import DeadlinePool
+
+    pool = DeadlinePool(time.sleep, workers=2, timeout_s=1.0)
+    try:
+        outcomes = pool.map([(0.01,), (60,), (0.01,), (0.01,)])
+        assert [kind for kind, _ in outcomes] == ["ok", "timeout", "ok", "ok"]
+        assert [kind for kind, _ in pool.map([(0.01,)] * 3)] == ["ok"] * 3  # replaced worker
+    finally:
+        pool.close()
+    failing = DeadlinePool(math.sqrt, workers=1, timeout_s=5.0)
+    try:
+        ((kind, message),) = failing.map([(-1.0,)])
+        assert kind == "error" and message.startswith("ValueError: math domain error")
+    finally:
+        failing.close()
