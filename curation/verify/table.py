@@ -7,14 +7,12 @@ re-threshold with SQL later without re-running anything.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any
 
 import polars as pl
 
 from curation.verify.result import Verdict
 
-Kind = Literal["math", "code", "if", "swe"]
 KINDS: tuple[str, ...] = ("math", "code", "if", "swe")
 DEFAULT_REFERENCE: dict[str, str] = {
     "math": "answer",
@@ -48,7 +46,6 @@ def verify_frame(
     response_field: str = "response",
     reference_field: str | None = None,
     kwargs_field: str = "kwargs",
-    progress: Callable[[int], None] | None = None,
 ) -> pl.DataFrame:
     """`df` plus `passed` (bool, null = undecided), `score` (float) and `detail` (why).
 
@@ -88,8 +85,6 @@ def verify_frame(
             verify_patch(r, ref) if ref else Verdict(None, 0.0, "no reference patch")
             for r, ref in zip(responses, references, strict=True)
         ]
-    if progress is not None:
-        progress(len(verdicts))
     return df.with_columns(
         pl.Series("passed", [v.passed for v in verdicts], dtype=pl.Boolean),
         pl.Series("score", [v.score for v in verdicts], dtype=pl.Float64),
