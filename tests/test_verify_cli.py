@@ -178,3 +178,27 @@ def test_bad_input_gives_one_clear_sentence(tmp_path: Path) -> None:
     assert done.returncode == 1
     assert "missing.jsonl does not exist" in done.stdout
     assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_verify_step_keeps_passes_and_drops_with_reasons() -> None:
+    from curation.steps import drop_rows
+    from curation.verify.table import verify_step
+
+    patch = "--- a/x.py\n+++ b/x.py\n@@ -1,1 +1,1 @@\n-a = 1\n+a = 2\n"
+    df = pl.DataFrame(
+        {
+            "id": ["same", "empty", "noref"],
+            "response": [patch, "", patch],
+            "patch": [patch, patch, None],
+        }
+    )
+    step = verify_step(df, "swe")
+    assert step.kept.get_column("id").to_list() == ["same"]
+    assert dict(zip(step.dropped["id"], step.dropped["reason"], strict=True)) == {
+        "empty": "verify_failed",
+        "noref": "verify_undecided",
+    }
+    assert step.stats == {"rows_in": 3, "passed": 1, "undecided": 1, "kept": 1}
+    drops = drop_rows(step.dropped, input_columns=df.columns, table="t", version=1, step="verify")
+    assert json.loads(drops.filter(pl.col("row_id") == "empty")["detail"][0])["score"] == 0.0
+    assert verify_step(df, "swe", keep_undecided=True).kept.height == 2

@@ -34,6 +34,7 @@ _EXPORTS = {
     "code_switching_penalty": "language",
     "verify_no_code_switching": "language",
     "verify_frame": "table",
+    "verify_step": "table",
 }
 
 __all__ = sorted(_EXPORTS)

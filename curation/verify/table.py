@@ -11,6 +11,7 @@ from typing import Any
 
 import polars as pl
 
+from curation.steps import StepResult
 from curation.verify.result import Verdict
 
 KINDS: tuple[str, ...] = ("math", "code", "if", "swe")
@@ -90,3 +91,28 @@ def verify_frame(
         pl.Series("score", [v.score for v in verdicts], dtype=pl.Float64),
         pl.Series("detail", [v.detail for v in verdicts], dtype=pl.String),
     )
+
+
+def verify_step(
+    df: pl.DataFrame, kind: str, *, keep_undecided: bool = False, **fields: Any
+) -> StepResult:
+    """The verifier as a recipe step: keep rows that pass, drop the rest with a reason
+    (`verify_failed`, or `verify_undecided` for timeouts and unusable references unless
+    `keep_undecided`). Kept rows carry `passed`, `score` and `detail` too."""
+    scored = verify_frame(df, kind, **fields)
+    passed = pl.col("passed")
+    keep = passed.fill_null(keep_undecided)
+    kept = scored.filter(keep)
+    dropped = scored.filter(~keep).with_columns(
+        pl.when(passed.is_null())
+        .then(pl.lit("verify_undecided"))
+        .otherwise(pl.lit("verify_failed"))
+        .alias("reason")
+    )
+    stats = {
+        "rows_in": scored.height,
+        "passed": int(scored.get_column("passed").sum() or 0),
+        "undecided": scored.get_column("passed").null_count(),
+        "kept": kept.height,
+    }
+    return StepResult(kept=kept, dropped=dropped, stats=stats)
