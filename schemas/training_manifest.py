@@ -45,13 +45,20 @@ class DatasetRef(_Strict):
         description="repeat factor per epoch: 2 = every row twice; 0.5 = a seeded half",
     )
     limit: int | None = Field(None, gt=0, description="use only the first N rows (demos/tests)")
-    messages_column: str = "messages"
-    prompt_column: str | None = Field(
-        None, description="build a single-turn chat from this column (with response_column)"
+    messages_column: str = Field(
+        "messages",
+        description="conversation: list of {role, content, reasoning?} or that list as JSON; "
+        "if it ends before the reply, response_column (+ reasoning_column) is appended",
     )
-    response_column: str | None = None
+    prompt_column: str | None = Field(
+        None, description="instead of messages: a single user turn from this text column"
+    )
+    response_column: str | None = Field(None, description="the assistant reply text")
     reasoning_column: str | None = Field(
-        None, description="optional column rendered inside <think>...</think> before the answer"
+        None, description="optional column rendered inside <think>...</think> before the reply"
+    )
+    mode_column: str | None = Field(
+        None, description="per-row mode: think|thinking or no_think|non_thinking (overrides mode)"
     )
     mode: Literal["think", "no_think", "infer"] = Field(
         "infer",
@@ -77,8 +84,10 @@ class DatasetRef(_Strict):
 
     @model_validator(mode="after")
     def _columns_pair(self) -> DatasetRef:
-        if (self.prompt_column is None) != (self.response_column is None):
-            raise ValueError("prompt_column and response_column must be given together")
+        if self.prompt_column is not None and self.response_column is None:
+            raise ValueError("prompt_column needs response_column")
+        if self.reasoning_column is not None and self.response_column is None:
+            raise ValueError("reasoning_column needs response_column")
         return self
 
     @property

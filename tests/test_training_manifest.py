@@ -278,3 +278,37 @@ def test_gsm8k_file_with_prompt_columns_becomes_chats() -> None:
     convs = list(conversations(load_verified(ref, "x", ROOT, None)))
     assert len(convs) == 5 and all(c.mode == "no_think" for c in convs)
     assert "####" in convs[0].messages[1].content
+
+
+def test_generations_layout_prompt_messages_plus_reply_columns(tmp_path: Path) -> None:
+    """A `generations`-style table: prompt chat as JSON, reply split into reasoning/answer."""
+    from schemas.training_manifest import DatasetRef
+
+    lake = Lake(tmp_path / "lake")
+    prompt = json.dumps(
+        [{"role": "system", "content": "Be exact."}, {"role": "user", "content": "2+3?"}]
+    )
+    rows = [
+        {"messages": prompt, "reasoning": "2+3=5", "answer": "5", "mode": "thinking"},
+        {"messages": prompt, "reasoning": None, "answer": "5", "mode": "non_thinking"},
+        {"messages": prompt, "reasoning": None, "answer": "5", "mode": "sometimes"},
+    ]
+    info = lake.commit("gens", pa.Table.from_pylist(rows), kind="generic", producer="test")
+    ref = DatasetRef(
+        ref="gens@1",
+        sha256=info.content_hash,
+        response_column="answer",
+        reasoning_column="reasoning",
+        mode_column="mode",
+    )
+    convs = conversations(load_verified(ref, "x", tmp_path, tmp_path / "lake"))
+    first, second = next(convs), next(convs)
+    assert [m.role for m in first.messages] == ["system", "user", "assistant"]
+    assert (first.mode, first.messages[-1].reasoning, first.messages[-1].content) == (
+        "think",
+        "2+3=5",
+        "5",
+    )
+    assert (second.mode, second.messages[-1].reasoning) == ("no_think", None)
+    with pytest.raises(ValueError, match=r"lake:gens@1 row 2: mode is 'sometimes'"):
+        next(convs)

@@ -131,42 +131,72 @@ def _read_rows(path: Path, limit: int | None) -> list[dict]:
     return rows
 
 
+ROW_MODES: dict[str, Mode] = {
+    "think": "think",
+    "thinking": "think",
+    "no_think": "no_think",
+    "non_thinking": "no_think",
+}
+
+
 def conversations(dataset: VerifiedDataset) -> Iterator[Conversation]:
-    """Rows of a verified dataset as Conversations, naming the row of any malformed one."""
+    """Rows of a verified dataset as Conversations, naming the row of any malformed one.
+
+    Layouts: a full conversation in `messages_column`; a prompt conversation there plus the
+    reply in `response_column` (+ `reasoning_column`), as in a `generations` table; or a
+    single user turn from `prompt_column` plus the reply columns.
+    """
     ref = dataset.ref
     for i, row in enumerate(dataset.rows):
         origin = f"{dataset.location} row {i}"
-        if ref.prompt_column is not None:
-            try:
+        try:
+            if ref.prompt_column is not None:
+                raw: list = [{"role": "user", "content": row[ref.prompt_column]}]
+            else:
+                raw = _messages(row, ref.messages_column, origin)
+            if ref.response_column is not None and (not raw or raw[-1].get("role") != "assistant"):
+                reasoning = row[ref.reasoning_column] if ref.reasoning_column else None
                 raw = [
-                    {"role": "user", "content": row[ref.prompt_column]},
+                    *raw,
                     {
                         "role": "assistant",
                         "content": row[ref.response_column],
-                        "reasoning": row.get(ref.reasoning_column)
-                        if ref.reasoning_column
-                        else None,
+                        "reasoning": reasoning,
                     },
                 ]
-            except KeyError as exc:
-                raise ChatFormatError(f"{origin}: missing column {exc.args[0]!r}") from None
-        else:
-            if ref.messages_column not in row:
-                raise ChatFormatError(
-                    f"{origin}: no {ref.messages_column!r} column (columns: {sorted(row)}); "
-                    "set messages_column or prompt_column/response_column in the manifest"
-                )
-            raw = row[ref.messages_column]
-            if isinstance(raw, str):
-                try:
-                    raw = json.loads(raw)
-                except json.JSONDecodeError as exc:
-                    raise ChatFormatError(f"{origin}: messages is not JSON ({exc.msg})") from None
-            if not isinstance(raw, list):
-                raise ChatFormatError(f"{origin}: messages is {type(raw).__name__}, not a list")
+            row_mode = row[ref.mode_column] if ref.mode_column else None
+        except KeyError as exc:
+            raise ChatFormatError(
+                f"{origin}: missing column {exc.args[0]!r} (columns: {sorted(row)})"
+            ) from None
         messages = parse_messages(raw, origin)
-        mode: Mode = infer_mode(messages) if ref.mode == "infer" else ref.mode
+        if row_mode is not None:
+            if row_mode not in ROW_MODES:
+                raise ChatFormatError(
+                    f"{origin}: {ref.mode_column} is {row_mode!r}; expected "
+                    f"one of {sorted(ROW_MODES)}"
+                )
+            mode: Mode = ROW_MODES[row_mode]
+        else:
+            mode = infer_mode(messages) if ref.mode == "infer" else ref.mode
         yield Conversation(messages, mode, origin)
+
+
+def _messages(row: dict, column: str, origin: str) -> list:
+    if column not in row:
+        raise ChatFormatError(
+            f"{origin}: no {column!r} column (columns: {sorted(row)}); set messages_column or "
+            "prompt_column/response_column in the manifest"
+        )
+    raw = row[column]
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise ChatFormatError(f"{origin}: {column} is not JSON ({exc.msg})") from None
+    if not isinstance(raw, list):
+        raise ChatFormatError(f"{origin}: {column} is {type(raw).__name__}, not a list")
+    return raw
 
 
 def upsample(items: list, factor: float, rng: random.Random) -> list:
