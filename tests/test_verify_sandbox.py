@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -263,3 +264,28 @@ print(kinds.count('pipe'), kinds.count('socket'))
 """
     result = box.run(program, [StdioTest("", "1 0")])
     assert result.passed, result.summary()
+
+
+def test_a_worker_that_dies_is_reported_and_replaced() -> None:
+    import signal
+    import threading
+
+    with Sandbox(workers=1, limits=SandboxLimits(time_limit_s=30.0)) as box:
+        worker_pid = box._workers[0].info["pid"]
+        timer = threading.Timer(1.0, os.kill, args=(worker_pid, signal.SIGKILL))
+        timer.start()
+        try:
+            result = box.run("import time\ntime.sleep(20)", [StdioTest("", "")])
+        finally:
+            timer.cancel()
+        assert result.harness_error == "sandbox worker died"
+        assert box._workers[0].info["pid"] != worker_pid
+        # the orphaned program died with its worker (it would otherwise sleep on)
+        orphans = [pid for pid in _processes_of_uid(200_000 + worker_pid)]
+        for _ in range(100):
+            orphans = [pid for pid in orphans if Path(f"/proc/{pid}").exists()]
+            if not orphans:
+                break
+            time.sleep(0.1)
+        assert orphans == []
+        assert box.run("print(2)", [StdioTest("", "2")]).passed

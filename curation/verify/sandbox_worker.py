@@ -169,6 +169,7 @@ _MS_REC = 16384
 _MS_PRIVATE = 1 << 18
 _MNT_DETACH = 2
 _PR_SET_CHILD_SUBREAPER = 36
+_PR_SET_PDEATHSIG = 1
 MESSAGE_LIMIT = 400  # characters of an error message sent back per test
 
 
@@ -489,6 +490,7 @@ def _run_one(
 
 def child_main(job: dict[str, Any], start: int, wfd: int, workdir: str, uid: int | None) -> None:
     """Entry point of the forked child; never returns."""
+    worker_pid = os.getppid()
     try:
         os.setsid()
         devnull = os.open(os.devnull, os.O_RDWR)
@@ -516,6 +518,11 @@ def child_main(job: dict[str, Any], start: int, wfd: int, workdir: str, uid: int
             os.setgroups([])
             os.setgid(uid)
             os.setuid(uid)
+        # die with the worker (set after setuid, which clears it); the worker may already
+        # be gone, then the parent is someone else
+        _libc().prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != worker_pid:
+            os._exit(1)
         os.environ.clear()
         os.environ.update(
             {"PATH": "/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8"}
