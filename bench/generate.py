@@ -24,17 +24,20 @@ import json
 import shutil
 import tempfile
 import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 
-from curation.generate import GenerationRequest, Sampling, Teacher, generate_to_lake
+from curation.generate import Completion, GenerationRequest, Sampling, Teacher, generate_to_lake
 from curation.generate.hf import HfBackend, completion_length, render_chat
 from curation.generate.tiny_teacher import build_tiny_teacher
 from curation.lake import Lake
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
+T = TypeVar("T")
 SIZES = {
     "tiny": dict(hidden_size=64, num_layers=2, num_heads=4),
     "0.5b": dict(
@@ -48,7 +51,7 @@ SIZES = {
 }
 
 
-def load_problems(n: int) -> list[str]:
+def load_problems(n: int) -> tuple[list[str], list[str]]:
     with open(SHARED / "sources" / "math_train.jsonl") as fh:
         rows = [json.loads(line)["problem"] for line in fh]
     return rows[:n], rows[:2000]
@@ -84,7 +87,7 @@ def transformers_baseline(backend: HfBackend, requests: list[GenerationRequest])
     return tokens
 
 
-def timed(fn) -> tuple[float, object]:
+def timed(fn: Callable[[], T]) -> tuple[float, T]:
     if torch.cuda.is_available():
         torch.cuda.synchronize()
     started = time.perf_counter()
@@ -177,7 +180,7 @@ class _Shared:
         self.name = backend.name
         self.model = backend.model
 
-    def generate(self, requests):  # noqa: ANN001, ANN201 - delegates to HfBackend.generate
+    def generate(self, requests: Sequence[GenerationRequest]) -> Iterator[Completion]:
         return self.backend.generate(requests)
 
     def close(self) -> None:

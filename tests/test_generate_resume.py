@@ -44,7 +44,7 @@ def generate_args(lake: Path, teacher: str, prompts: Path) -> list[str]:
     return [
         "--lake", str(lake), "generate", "--input", str(prompts), "--model", teacher,
         "--out", "gens", "--mode", "both", "-k", str(K), "--max-new-tokens", "24",
-        "--temperature", "1.0", "--seed", "3", "--batch-size", "2", "--chunk-size", str(CHUNK),
+        "--temperature", "1.0", "--seed", "3", "--batch-size", "4", "--chunk-size", str(CHUNK),
         "--threads", "1", "--no-progress", "--json",
     ]  # fmt: skip
 
