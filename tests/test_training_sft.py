@@ -198,6 +198,24 @@ def test_learning_rate_schedules_warm_up_then_decay_to_the_floor() -> None:
     assert {constant(s) for s in range(100)} == {1.0}
 
 
+def test_packing_isolation_check_catches_a_backend_that_ignores_positions() -> None:
+    from training.sft import check_packing_isolation
+
+    model = build_model("tiny-random:qwen2", None, 500, "sdpa", seed=0)
+    assert check_packing_isolation(model, torch.device("cpu"), 500, atol=1e-4) < 1e-4
+
+    class IgnoresPositions(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = model
+
+        def forward(self, input_ids, position_ids, use_cache):
+            return self.inner(input_ids=input_ids, use_cache=use_cache)
+
+    with pytest.raises(RuntimeError, match="packed samples are not isolated"):
+        check_packing_isolation(IgnoresPositions(), torch.device("cpu"), 500, atol=1e-4)
+
+
 # ------------------------------------------------------------------ DeepSpeed runs ---------
 
 

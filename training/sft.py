@@ -191,6 +191,42 @@ def token_losses(model: torch.nn.Module, batch: Batch) -> torch.Tensor:
     return losses.view_as(batch.labels)
 
 
+def check_packing_isolation(
+    model: torch.nn.Module, device: torch.device, vocab: int, atol: float
+) -> float:
+    """Fail fast if the attention backend lets a packed sample see the one before it.
+
+    Packing relies on transformers turning restarting position ids into sequence boundaries;
+    a backend or version that ignores them would train on cross-sample attention silently.
+    One tiny forward (fixed tokens, no RNG) compares a sample alone and packed after another.
+    Returns the largest logit difference.
+    """
+    first = torch.arange(5, 17) % vocab
+    second = torch.arange(40, 49) % vocab
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        alone = model(
+            input_ids=second[None].to(device),
+            position_ids=torch.arange(9)[None].to(device),
+            use_cache=False,
+        ).logits[0]
+        packed = model(
+            input_ids=torch.cat([first, second])[None].to(device),
+            position_ids=torch.cat([torch.arange(12), torch.arange(9)])[None].to(device),
+            use_cache=False,
+        ).logits[0, 12:]
+    model.train(was_training)
+    diff = float((alone.float() - packed.float()).abs().max())
+    if diff > atol:
+        raise RuntimeError(
+            f"packed samples are not isolated with this attention backend (logits differ by "
+            f"{diff:.3g} > {atol}); use attn_implementation sdpa, eager or flash_attention_2 "
+            "with a transformers version that reads packed position ids, or set packing false"
+        )
+    return diff
+
+
 # ---------------------------------------------------------------- the stage ------------------
 
 
@@ -268,6 +304,9 @@ def run_sft_stage(ctx: StageContext) -> StageResult:
         lr_scheduler=scheduler,
         config=deepspeed_config(stage, accumulation, bf16),
     )
+
+    if stage.packing:
+        check_packing_isolation(engine, device, len(tokenizer), atol=0.1 if bf16 else 1e-3)
 
     # --- resume -----------------------------------------------------------------------------
     data_fingerprint = {
