@@ -59,13 +59,14 @@ class GenerationReport:
 
 
 class _RateColumn(ProgressColumn):
-    """Samples per second and completion tokens per second."""
+    """Samples per second (recent) and completion tokens per second since the model loaded."""
 
     def render(self, task: Task) -> Text:
         speed = task.speed or 0.0
         tokens = task.fields.get("tokens", 0)
-        elapsed = task.elapsed or 0.0
-        tok_rate = tokens / elapsed if elapsed else 0.0
+        since = task.fields.get("since")
+        elapsed = time.monotonic() - since if since is not None else 0.0
+        tok_rate = tokens / elapsed if elapsed > 0 else 0.0
         return Text(f"{speed:.2f} samples/s  {tok_rate:,.0f} tok/s", style="progress.data.speed")
 
 
@@ -177,10 +178,12 @@ def generate_to_lake(
         speed_estimate_period=60.0,
     )
     with progress:
-        task = progress.add_task(output, total=len(pending), tokens=0)
+        task = progress.add_task(output, total=len(pending), tokens=0, since=None)
         for model, model_jobs in by_model.items():
             progress.update(task, description=f"{output} ({model})")
             engine = factory(model)
+            if model == next(iter(by_model)):  # token rate counted from the first model loaded
+                progress.update(task, since=time.monotonic())
             try:
                 _run_model(
                     engine,
