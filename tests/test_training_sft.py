@@ -142,6 +142,44 @@ def test_best_fit_packing_respects_capacity_and_keeps_every_sample() -> None:
         pack_best_fit([600], 512)
 
 
+def test_data_stream_epochs_reshuffle_and_cover_every_sample() -> None:
+    import random
+
+    from schemas.training_manifest import SFTStage
+    from training.sft import DataStream
+
+    stage = SFTStage.model_validate(
+        {
+            "name": "s",
+            "type": "sft",
+            "max_seq_len": 64,
+            "epochs": 3,
+            "datasets": [{"ref": "d.jsonl", "sha256": "0" * 64}],
+            "batch": {"global_batch_size": 2, "micro_batch_size": 1},
+            "optimizer": {"learning_rate": 1.0},
+        }
+    )
+    rng = random.Random(0)
+    lengths = [rng.randint(5, 60) for _ in range(50)]
+    stream = DataStream(lengths, stage)
+    total = stream.total_steps()
+    assert total == 3 * stream.steps_in_epoch(0)
+    by_epoch: dict[int, list[tuple[int, ...]]] = {}
+    for step in range(total):
+        epoch, _ = stream.position(step)
+        by_epoch.setdefault(epoch, []).extend(tuple(r) for r in stream.global_batch(step))
+    assert sorted(by_epoch) == [0, 1, 2]
+    for rows in by_epoch.values():
+        flat = [i for row in rows for i in row]
+        assert len(flat) == len(set(flat))  # no sample twice within an epoch
+        assert all(sum(lengths[i] for i in row) <= 64 for row in rows)
+    assert by_epoch[0] != by_epoch[1]  # a new order every epoch
+    again = DataStream(lengths, stage)  # a fresh stream (a resumed run) sees the same batches
+    assert [again.global_batch(s) for s in (total - 1, 0)] == [
+        stream.global_batch(s) for s in (total - 1, 0)
+    ]
+
+
 @pytest.mark.parametrize("attn", ["sdpa", "eager"])
 def test_packed_and_unpacked_per_token_losses_match(tokenizer, chats, attn) -> None:
     samples = [

@@ -136,7 +136,8 @@ class DataStream:
     def __init__(self, lengths: list[int], stage: SFTStage) -> None:
         self.lengths = lengths
         self.stage = stage
-        self._epochs: dict[int, list[list[int]]] = {}
+        self._epochs: dict[int, list[list[int]]] = {}  # only the current epoch is kept
+        self._steps: dict[int, int] = {}  # full batches per epoch, kept for every epoch seen
 
     def rows(self, epoch: int) -> list[list[int]]:
         if epoch not in self._epochs:
@@ -148,7 +149,9 @@ class DataStream:
         return self._epochs[epoch]
 
     def steps_in_epoch(self, epoch: int) -> int:
-        return len(self.rows(epoch)) // self.stage.batch.global_batch_size
+        if epoch not in self._steps:
+            self._steps[epoch] = len(self.rows(epoch)) // self.stage.batch.global_batch_size
+        return self._steps[epoch]
 
     def total_steps(self) -> int:
         """max_steps, else epochs x steps per epoch (epoch 0's packing; partial epochs allowed)."""
