@@ -207,3 +207,10 @@ def test_reasoning_opened_by_the_template_is_stored_as_reasoning(tmp_path: Path)
             continue  # the random model happened to close it
         assert row["reasoning"] == (row["response"].strip() or None)
         assert row["answer"] == "" and row["truncated"]
+
+
+def test_missing_model_directory_is_named(tmp_path: Path) -> None:
+    from curation.generate import BackendError
+
+    with pytest.raises(BackendError, match=f"model directory {tmp_path / 'nope'} does not exist"):
+        HfBackend(str(tmp_path / "nope"))

@@ -11,6 +11,7 @@ the request's `Sampling` is the whole truth, as it is for the other backends.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from curation.generate.backend import BackendError, Completion, GenerationRequest, Sampling
@@ -128,10 +129,12 @@ class HfBackend:
             torch_dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
         else:
             torch_dtype = getattr(torch, dtype)
+        if model.startswith(("/", "./", "../", "~")) and not Path(model).expanduser().exists():
+            raise BackendError(f"model directory {model} does not exist")
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(model)
             self.lm = AutoModelForCausalLM.from_pretrained(model, dtype=torch_dtype)
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
             raise BackendError(f"cannot load model {model!r} with transformers: {exc}") from exc
         self.lm.to(self.device).eval()
         self.tokenizer.padding_side = "left"
