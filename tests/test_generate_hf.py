@@ -139,7 +139,12 @@ def test_trained_teacher_responses_split_into_reasoning_and_answer(
         elif body.startswith("<think>"):
             assert row["answer"] == "" and row["truncated"]
     assert any(r["reasoning"] and not r["truncated"] for r in thinking), thinking
-    assert all(r["reasoning"] is None for r in plain), [r["response"] for r in plain]
+    # Non-thinking: the template pre-filled an empty think block, so unless the model opened
+    # another one itself, there is no reasoning and the whole response is the answer.
+    for row in plain:
+        if "<think>" not in row["response"] and "</think>" not in row["response"]:
+            assert row["reasoning"] is None and row["answer"] == row["response"].strip()
+    assert any(r["reasoning"] is None and r["answer"] for r in plain)
     assert any(r["finish_reason"] == "stop" for r in rows)
     for row in rows:
         if row["finish_reason"] == "length":
