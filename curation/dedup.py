@@ -408,7 +408,10 @@ def minhash_signatures(
 
 def shingle_set(text: str, *, ngram: int = 5, shingle: Literal["char", "word"] = "char") -> set:
     """The shingle set `minhash_signatures` hashes for one text (for exact Jaccard checks)."""
-    norm = normalize_text(pl.Series([text])).item()
+    return _shingles_of_normalized(normalize_text(pl.Series([text])).item(), ngram, shingle)
+
+
+def _shingles_of_normalized(norm: str, ngram: int, shingle: str) -> set:
     if shingle == "word":
         words = [w for w in norm.split(" ") if w]
         if len(words) < ngram:
@@ -730,11 +733,11 @@ def near_dedup(
             a, b = a[ok], b[ok]
         elif verify == "exact":
             sets: dict[int, set] = {}
-            text_list = texts.to_list()
+            norm_list = norm.to_list()
 
             def get(i: int) -> set:
                 if i not in sets:
-                    sets[i] = shingle_set(text_list[i] or "", ngram=ngram, shingle=shingle)
+                    sets[i] = _shingles_of_normalized(norm_list[i], ngram, shingle)
                 return sets[i]
 
             ok = np.array(
@@ -763,7 +766,15 @@ def near_dedup(
 
     has_ref = _reference_mask(df, reference_columns)
     rep = _representatives(labels, has_ref)
-    estimate = _agreement(sig, np.arange(n), rep)
+    extra = {"jaccard_estimate": _agreement(sig, np.arange(n), rep)}
+    if verify == "exact":  # the verified similarity to the representative, as a column
+        norm_list = norm.to_list()
+        exact = np.full(n, np.nan, dtype=np.float32)
+        for i in np.flatnonzero(rep != np.arange(n)):
+            a = _shingles_of_normalized(norm_list[i], ngram, shingle)
+            b = _shingles_of_normalized(norm_list[rep[i]], ngram, shingle)
+            exact[i] = jaccard(a, b)
+        extra["jaccard_exact"] = exact
     kept, dropped, _ = _split(
         df,
         labels,
@@ -771,7 +782,7 @@ def near_dedup(
         id_column=id_column,
         reason="near_duplicate",
         prefix="near:",
-        extra={"jaccard_estimate": estimate},
+        extra=extra,
     )
     stats = {
         "rows_in": n,

@@ -337,6 +337,12 @@ def test_exact_verification_and_word_shingles(real_problems: pl.DataFrame) -> No
     exact = near_dedup(df, verify="exact")
     assert exact.dropped.height >= 190
     assert all(a[1:] == b[1:] for a, b in exact.dropped.select("id", "duplicate_of").iter_rows())
+    measured = exact.dropped.get_column("jaccard_exact")
+    assert measured.min() >= 0.6 - 1e-6  # suffix copies link straight to their original
+    for row in exact.dropped.head(5).iter_rows(named=True):
+        original = problems[int(row["duplicate_of"][1:])]
+        want = jaccard(shingle_set(row["problem"]), shingle_set(original))
+        assert abs(row["jaccard_exact"] - want) < 1e-6
     words = near_dedup(df, shingle="word", ngram=3)
     assert words.dropped.height > 100
 
