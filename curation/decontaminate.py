@@ -209,6 +209,8 @@ class HashSet:
 
     def positions(self, values: np.ndarray) -> np.ndarray:
         """Indices of `values` that are in the set."""
+        if self.sorted.size == 0:
+            return np.empty(0, dtype=np.int64)
         if self.sorted.size <= 4:
             hit = values == self.sorted[0]
             for value in self.sorted[1:]:
@@ -259,6 +261,32 @@ def rolling_windows(
     return out
 
 
+def anchored_windows(
+    tokens: Tokens, probes: dict[int, HashSet], anchors: HashSet
+) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Like `rolling_windows`, but only for windows starting at an anchor token.
+
+    Used for the few benchmark items shorter than n: they can only start at one of their
+    first tokens, so one membership pass finds every possible start, and their short window
+    hashes are built there alone instead of over every token of every row.
+    """
+    values, offsets = tokens.values, tokens.offsets
+    starts = anchors.positions(values)
+    ends = offsets[np.searchsorted(offsets, starts, side="right")]
+    acc = values[starts]
+    out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    with np.errstate(over="ignore"):
+        for length in range(1, max(probes, default=0) + 1):
+            if length > 1:
+                fits = starts + length <= ends
+                starts, ends, acc = starts[fits], ends[fits], acc[fits]
+                acc = acc * _ROLL_BASE + values[starts + length - 1]
+            if length in probes:
+                hit = probes[length].positions(acc)
+                out[length] = (starts[hit], acc[hit])
+    return out
+
+
 def _window_strings(strings: pl.Series, firsts: np.ndarray, length: int) -> pl.Series:
     """The space-joined tokens of each `length`-token window starting at `firsts`."""
     if firsts.size == 0:
@@ -286,6 +314,7 @@ class BenchmarkIndex:
     items: pl.DataFrame
     tokens: Tokens
     probes: dict[int, HashSet]
+    anchors: HashSet  # first tokens of the items shorter than n
     benchmarks: list[Benchmark]
 
     @classmethod
@@ -349,7 +378,9 @@ class BenchmarkIndex:
             int(length): HashSet(part["gram_hash"].to_numpy())
             for (length,), part in grams.group_by("length")
         }
-        return cls(n, grams, gram_table, items_frame, tokens, probes, list(benchmarks))
+        short_firsts = grams.filter(pl.col("length") < n)["first"].to_numpy()
+        anchors = HashSet(tokens.values[short_firsts])
+        return cls(n, grams, gram_table, items_frame, tokens, probes, anchors, list(benchmarks))
 
 
 def find_overlaps(texts: pl.Series, index: BenchmarkIndex) -> pl.DataFrame:
@@ -362,7 +393,11 @@ def find_overlaps(texts: pl.Series, index: BenchmarkIndex) -> pl.DataFrame:
     so a hash collision never produces a match.
     """
     tokens = tokenize(texts)
-    windows = rolling_windows(tokens, dict(index.probes))
+    n = index.n
+    windows = rolling_windows(tokens, {n: index.probes[n]} if n in index.probes else {})
+    short = {length: probe for length, probe in index.probes.items() if length < n}
+    if short:
+        windows.update(anchored_windows(tokens, short, index.anchors))
     bench = index.tokens
     frames = []
     for length, (firsts, gram_hashes) in windows.items():
