@@ -274,3 +274,12 @@ def test_empty_and_null_rows(index: BenchmarkIndex) -> None:
     nulls = decontaminate(pl.DataFrame({"problem": [None, "", "hello"]}), index, workers=1)
     assert nulls.kept.height == 3
     assert nulls.kept["decontam_hits"].to_list() == [0, 0, 0]
+
+
+def test_a_second_pass_replaces_the_first_pass_measurements(index: BenchmarkIndex) -> None:
+    df = _source("aime_1983_2023")
+    first = decontaminate(df, index, rule="literal", workers=1)
+    again = decontaminate(first.kept, index, rule="literal", workers=1)
+    assert again.dropped.height == 0
+    assert again.kept.columns == first.kept.columns
+    assert again.kept.equals(first.kept)
