@@ -100,9 +100,9 @@ def generate_command(
     concurrency: int = typer.Option(8, "--concurrency", help="openai: requests in flight."),
     timeout: float = typer.Option(600.0, "--timeout", help="openai: seconds per request."),
     retries: int = typer.Option(5, "--retries", help="openai: retries per request."),
-    chunk_size: int = typer.Option(32, "--chunk-size", help="Samples per committed version."),
+    chunk_size: int = typer.Option(256, "--chunk-size", help="Samples per committed version."),
     flush_seconds: float = typer.Option(
-        30.0, "--flush-seconds", help="Commit at least this often."
+        120.0, "--flush-seconds", help="Commit at least this often (seconds)."
     ),
     json_: bool = typer.Option(False, "--json", help="Print the report as one JSON line."),
     progress: bool = typer.Option(True, "--progress/--no-progress"),
@@ -173,4 +173,7 @@ def generate_command(
         f"({report.tokens_per_second:,.1f} tok/s)"
     )
     if report.versions:
-        console.print(f"[green]committed[/green] {report.versions[0]} .. {report.versions[-1]}")
+        first, last = report.versions[0], report.versions[-1]
+        console.print(
+            f"[green]committed[/green] {first if first == last else f'{first} .. {last}'}"
+        )
