@@ -87,7 +87,7 @@ def run_sql(lake: Lake, query: str, format_: str, out: Path | None, limit: int =
     if format_ == "parquet" and out is None:
         raise CascadeError("--format parquet needs --out FILE")
     try:
-        rel = lake.connect().sql(query)
+        rel = lake.connect(query).sql(query)
         if rel is None:
             return
         result = rel.to_arrow_table()

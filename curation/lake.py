@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -35,11 +36,13 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+import schemas.generation  # noqa: F401  (registers the generations table kind)
 from schemas.tables import SchemaError, contract_for, validate_non_null
 
 CATALOG_FILE = "catalog.duckdb"
 ROWS_PER_FILE = 1_000_000
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PINNED_REF = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)@([0-9]+)")
 MODES = ("snapshot", "append")
 
 _CATALOG_DDL = """
@@ -122,8 +125,12 @@ class TableRef:
         return self.name if self.version is None else f"{self.name}@{self.version}"
 
 
+@functools.cache
 def code_version() -> str:
-    """The package version plus the git commit of the source tree when there is one."""
+    """The package version plus the git commit of the source tree when there is one.
+
+    Computed once per process: a commit should not pay two `git` calls each time.
+    """
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -358,18 +365,24 @@ class Lake:
             )
         return info
 
-    def connect(self) -> duckdb.DuckDBPyConnection:
-        """An in-memory DuckDB connection with a view per table and version, `versions`, `drops`.
+    def connect(self, query: str | None = None) -> duckdb.DuckDBPyConnection:
+        """An in-memory DuckDB connection with a view per table, `versions` and `drops`.
 
-        `name` is the latest version, `"name@N"` a pinned one; views scan Parquet lazily.
+        `name` is the latest version and `"name@N"` a pinned one; views scan Parquet lazily.
+        Given the query, only the pinned versions it mentions get views, so opening stays
+        cheap for append tables with thousands of versions.
         """
         con = duckdb.connect()
         infos = self._rows()
         by_name: dict[str, list[VersionInfo]] = {}
         for info in infos:
             by_name.setdefault(info.name, []).append(info)
+        pinned = None if query is None else set(_PINNED_REF.findall(query))
         for name, chain in by_name.items():
             for info in chain:
+                latest = info is chain[-1]
+                if not latest and pinned is not None and (name, str(info.version)) not in pinned:
+                    continue
                 if info.mode == "append":
                     files = [f for v in chain if v.version <= info.version for f in v.files]
                 else:
@@ -397,7 +410,7 @@ class Lake:
 
     def sql(self, query: str) -> duckdb.DuckDBPyRelation:
         """Run a query over the lake; see `connect` for the names it can use."""
-        return self.connect().sql(query)
+        return self.connect(query).sql(query)
 
     # -- writing --------------------------------------------------------------------------
 

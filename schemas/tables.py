@@ -59,7 +59,8 @@ def _compatible(got: pa.DataType, want: pa.DataType) -> bool:
     if pa.types.is_struct(want) and pa.types.is_struct(got):
         names = {got.field(i).name: got.field(i).type for i in range(got.num_fields)}
         return all(
-            want.field(i).name in names and _compatible(names[want.field(i).name], want.field(i).type)
+            want.field(i).name in names
+            and _compatible(names[want.field(i).name], want.field(i).type)
             for i in range(want.num_fields)
         )
     return False
@@ -119,7 +120,9 @@ def contract_for(kind: str) -> TableContract:
     try:
         return CONTRACTS[kind]
     except KeyError:
-        raise SchemaError(f"unknown table kind {kind!r}; known kinds: {sorted(CONTRACTS)}") from None
+        raise SchemaError(
+            f"unknown table kind {kind!r}; known kinds: {sorted(CONTRACTS)}"
+        ) from None
 
 
 def validate_non_null(table: pa.Table, contract: TableContract, table_name: str) -> None:
