@@ -350,7 +350,8 @@ def main() -> None:
             f"peak RSS {base_mem.peak / 2**30:.2f} GiB, dropped {len(base_dropped):,}; "
             f"speedup {base_s / ours_s:.1f}x wall, {base_cpu / ours_cpu:.1f}x CPU; "
             f"same rows dropped: {base_dropped == dropped_rows} "
-            f"(only baseline {len(base_dropped - dropped_rows)}, only ours {len(dropped_rows - base_dropped)})",
+            f"(only baseline {len(base_dropped - dropped_rows)}, "
+            f"only ours {len(dropped_rows - base_dropped)})",
             flush=True,
         )
 

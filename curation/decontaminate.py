@@ -152,22 +152,22 @@ def tokenize(texts: pl.Series) -> Tokens:
         arrow.offset : arrow.offset + len(arrow) + 1
     ]
     base, size = int(byte_offsets[0]), int(byte_offsets[-1] - byte_offsets[0])
-    data = np.zeros(size + 16, dtype=np.uint8)  # zero padding: 8-byte loads never overrun
+    data = np.zeros(size + 17, dtype=np.uint8)  # one zero byte before, zero padding after
     if size:
-        data[:size] = np.frombuffer(data_buffer, dtype=np.uint8, count=size, offset=base)
-    byte_offsets = byte_offsets - base
+        data[1 : size + 1] = np.frombuffer(data_buffer, dtype=np.uint8, count=size, offset=base)
+    byte_offsets = byte_offsets - base + 1
     # token bytes: ASCII digits and lower-case letters, and every byte >= 0x80 (UTF-8 of
     # letters and digits; other non-ASCII characters became spaces in `rewrite_expr`)
     is_token = (data - np.uint8(48) <= 9) | (data - np.uint8(97) <= 25) | (data >= 128)
-    begins = is_token.copy()
-    begins[1:] &= ~is_token[:-1]
-    finishes = is_token.copy()
-    finishes[:-1] &= ~is_token[1:]
-    inner = byte_offsets[1:-1]  # a token never spans two texts
-    begins[inner] = is_token[inner]
-    finishes[inner - 1] = is_token[inner - 1]
-    starts = np.flatnonzero(begins)
-    lengths = np.flatnonzero(finishes) + 1 - starts
+    # runs of token bytes: data starts and ends with non-token bytes, so edges alternate
+    edges = np.flatnonzero(is_token[1:] != is_token[:-1]) + 1
+    starts, ends = edges[0::2], edges[1::2]
+    inner = byte_offsets[1:-1]
+    split = inner[is_token[inner - 1] & is_token[inner]]  # a run across two texts: cut it
+    if split.size:
+        starts = np.insert(starts, np.searchsorted(starts, split), split)
+        ends = np.insert(ends, np.searchsorted(ends, split), split)
+    lengths = ends - starts
     words = np.ndarray(buffer=data, dtype="<u8", shape=(data.size - 8,), strides=(1,))
     values = words[starts] & np.take(_PACK_MASKS, np.minimum(lengths, 8))
     with np.errstate(over="ignore"):
@@ -693,30 +693,50 @@ def decontaminate(
     workers = workers or min(os.cpu_count() or 1, 4)
     texts = df.get_column(text_column)
     overlaps = scan(texts, index, workers=workers, chunk_rows=chunk_rows)
-    row_keys = texts.fill_null("").hash().to_numpy()
+    row_keys = np.zeros(df.height, dtype=np.uint64)
+    if rule.ignore_stock and overlaps.height:
+        rows = overlaps["row"].unique().to_numpy()
+        row_keys[rows] = texts.gather(rows).fill_null("").hash().to_numpy()
     measured = measure(overlaps, index, rule, row_keys, stock)
+    # scatter the per-row measurements back (cheaper than a join that copies every column)
+    rows = measured["row"].to_numpy()
+    hits = np.zeros(df.height, dtype=np.int64)
+    informative = np.zeros(df.height, dtype=np.int64)
+    coverage = np.full(df.height, np.nan)
+    drop_mask = np.zeros(df.height, dtype=np.bool_)
+    hits[rows] = measured["decontam_hits"].to_numpy()
+    informative[rows] = measured["decontam_informative_hits"].to_numpy()
+    coverage[rows] = measured["decontam_coverage"].to_numpy()
+    drop_mask[rows] = measured["contaminated"].to_numpy()
     # a second pass (e.g. against more benchmarks) replaces the previous pass's measurements
-    work = (
-        df.drop([c for c in MEASURE_COLUMNS if c in df.columns])
-        .with_row_index("__row")
-        .with_columns(pl.col("__row").cast(pl.Int64))
-    )
-    joined = work.join(measured, left_on="__row", right_on="row", how="left").with_columns(
-        pl.col("decontam_hits", "decontam_informative_hits").fill_null(0),
-        pl.col("contaminated").fill_null(False),
-    )
-    drop_mask = joined["contaminated"]
-    measure_cols = ["decontam_hits", "decontam_informative_hits", "decontam_coverage"]
     columns = [c for c in df.columns if c not in MEASURE_COLUMNS]
-    kept = joined.filter(~drop_mask).select(*columns, *measure_cols)
-    dropped = joined.filter(drop_mask).select(
-        *columns,
-        reason=pl.lit("contaminated"),
-        benchmark=pl.col("benchmark"),
-        benchmark_id=pl.col("benchmark_id"),
-        ngram=pl.col("ngram"),
-        **{c: pl.col(c) for c in measure_cols},
-        rule=pl.lit(rule.name),
+    measures = {
+        "decontam_hits": pl.Series(hits),
+        "decontam_informative_hits": pl.Series(informative),
+        "decontam_coverage": pl.Series(coverage).fill_nan(None),
+    }
+    kept = df.select(columns).with_columns(**measures).filter(pl.Series(~drop_mask))
+    chosen = measured.filter(pl.col("contaminated"))  # sorted by row, like the filter below
+    dropped = (
+        df.select(columns)
+        .with_columns(**measures)
+        .filter(pl.Series(drop_mask))
+        .with_columns(
+            reason=pl.lit("contaminated"),
+            benchmark=chosen["benchmark"],
+            benchmark_id=chosen["benchmark_id"],
+            ngram=chosen["ngram"],
+            rule=pl.lit(rule.name),
+        )
+        .select(
+            *columns,
+            "reason",
+            "benchmark",
+            "benchmark_id",
+            "ngram",
+            *measures,
+            "rule",
+        )
     )
     stats: dict[str, object] = {
         "rows_in": df.height,
