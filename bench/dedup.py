@@ -216,24 +216,32 @@ def build_corpus(rows: int, folder: Path, shards: int = 2, seed: int = 0) -> dic
 def run_measured(cmd: list[str]) -> dict[str, float]:
     """Run a command; wall seconds, CPU seconds and peak RSS (GiB) of its process tree.
 
-    CPU seconds (user + system of the command and every descendant it reaped) are the
-    fairer speed measure on a shared machine, where wall time depends on the neighbours.
+    CPU seconds (user + system of the command and all its descendants: the larger of the
+    reaped-children rusage and the sum of per-process samples, since some pools never reap
+    their workers) are the fairer speed measure on a shared machine, where wall time
+    depends on the neighbours. Samples every 50 ms, so the last 50 ms of a process may be
+    missed.
     """
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.Popen(cmd)
     peak = 0
+    cpu: dict[int, float] = {}
     done = threading.Event()
 
     def sample() -> None:
         nonlocal peak
         root = psutil.Process(proc.pid)
         while not done.is_set():
-            try:
-                procs = [root, *root.children(recursive=True)]
-                peak = max(peak, sum(p.memory_info().rss for p in procs))
-            except psutil.Error:
-                pass
+            rss = 0
+            for p in [root, *_children(root)]:
+                try:
+                    rss += p.memory_info().rss
+                    times = p.cpu_times()
+                    cpu[p.pid] = times.user + times.system
+                except psutil.Error:
+                    pass
+            peak = max(peak, rss)
             time.sleep(0.05)
 
     thread = threading.Thread(target=sample, daemon=True)
@@ -245,8 +253,16 @@ def run_measured(cmd: list[str]) -> dict[str, float]:
     if rc:
         raise RuntimeError(f"{cmd[:3]} failed with exit code {rc}")
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return {"seconds": wall, "cpu_seconds": cpu, "peak_rss_gib": peak / 2**30}
+    reaped = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    sampled = sum(cpu.values())
+    return {"seconds": wall, "cpu_seconds": max(reaped, sampled), "peak_rss_gib": peak / 2**30}
+
+
+def _children(root: psutil.Process) -> list[psutil.Process]:
+    try:
+        return root.children(recursive=True)
+    except psutil.Error:
+        return []
 
 
 def ours(corpus: str, out_dir: str, workers: int) -> None:
@@ -255,13 +271,17 @@ def ours(corpus: str, out_dir: str, workers: int) -> None:
 
     df = pl.read_ndjson(sorted(Path(corpus).glob("*.jsonl")), schema_overrides=SCHEMA)
     exact = exact_dedup(df)
-    near = near_dedup(exact.kept, workers=workers)
+    del df  # free what is no longer needed, as a recipe runner would
+    cols = ["id", "origin", "reason", "cluster_id", "duplicate_of"]
+    exact_dropped, exact_stats, kept = exact.dropped.select(cols), exact.stats, exact.kept
+    del exact
+    near = near_dedup(kept, workers=workers)
+    del kept
     out = Path(out_dir)
     near.kept.write_ndjson(out / "kept.jsonl")
-    cols = ["id", "origin", "reason", "cluster_id", "duplicate_of"]
-    dropped = pl.concat([exact.dropped.select(cols), near.dropped.select(cols)])
+    dropped = pl.concat([exact_dropped, near.dropped.select(cols)])
     dropped.write_ndjson(out / "dropped.jsonl")
-    (out / "stats.json").write_text(json.dumps({"exact": exact.stats, "near": near.stats}))
+    (out / "stats.json").write_text(json.dumps({"exact": exact_stats, "near": near.stats}))
 
 
 DATATROVE_SCRIPT = """
@@ -346,6 +366,7 @@ def main() -> None:
     parser.add_argument("--skip-datatrove", action="store_true")
     parser.add_argument("--work", default=None, help="working directory (default: a temp dir)")
     parser.add_argument("--out", default=None, help="write the results as json here")
+    parser.add_argument("--reuse-corpus", action="store_true", help="keep WORK/corpus if built")
     parser.add_argument("--_ours", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args._ours:
@@ -357,7 +378,12 @@ def main() -> None:
     corpus_dir = work / "corpus"
     corpus_dir.mkdir(exist_ok=True)
     t0 = time.perf_counter()
-    shape = build_corpus(args.rows, corpus_dir, shards=max(args.workers, 1))
+    shape_file = work / "shape.json"
+    if args.reuse_corpus and shape_file.exists():
+        shape = json.loads(shape_file.read_text())
+    else:
+        shape = build_corpus(args.rows, corpus_dir, shards=max(args.workers, 1))
+        shape_file.write_text(json.dumps(shape))
     print(f"corpus: {shape} in {time.perf_counter() - t0:.1f}s -> {corpus_dir}", flush=True)
     files = sorted(corpus_dir.glob("*.jsonl"))
     ids = pl.read_ndjson(files, schema_overrides=SCHEMA).select("id", "origin")

@@ -535,15 +535,16 @@ def exact_dedup(
 ) -> StepResult:
     """Drop rows whose normalized text equals an earlier-chosen representative's.
 
-    The cluster key is the normalized text itself (no hash collisions); `cluster_id` is
-    `exact:` + the representative's id, and `exact_key` (xxh3-64 of the normalized text)
-    is recorded on dropped rows.
+    The cluster key is a 64-bit hash of the normalized text; `cluster_id` is `exact:` + the
+    representative's id, and `exact_key` (xxh3-64 of the normalized text, stable across
+    machines and releases) is recorded on dropped rows.
     """
     _check_input(df, text_column, id_column)
     norm = normalize_text(df.get_column(text_column))
-    labels = (
-        pl.DataFrame({"k": norm}).select(pl.col("k").rank("dense") - 1).to_series().to_numpy()
-    ).astype(np.int64)
+    # Group by a 64-bit hash of the normalized text (at 1M rows a collision has odds ~1e-8);
+    # ranking the strings themselves costs several copies of the column in memory.
+    _, labels = np.unique(norm.hash(seed=0).to_numpy(), return_inverse=True)
+    labels = labels.astype(np.int64)
     has_ref = _reference_mask(df, reference_columns)
     kept, dropped, _ = _split(
         df, labels, has_ref, id_column=id_column, reason="exact_duplicate", prefix="exact:"
@@ -615,10 +616,10 @@ def _agreement(sig: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
-def _unique_pairs(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _pack_pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Unordered pairs as sorted unique uint64 (low index << 32 | high index)."""
     lo, hi = np.minimum(a, b).astype(np.uint64), np.maximum(a, b).astype(np.uint64)
-    packed = np.unique((lo << np.uint64(32)) | hi)
-    return (packed >> np.uint64(32)).astype(np.int64), (packed & _MASK32).astype(np.int64)
+    return np.unique((lo << np.uint64(32)) | hi)
 
 
 def _components(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -707,7 +708,9 @@ def near_dedup(
 
     all_rows = np.arange(n, dtype=np.int64)
     answered_first = np.argsort(no_answer, kind="stable").astype(np.int64)
-    same_a, same_b, link_a, link_b = [], [], [], []
+    same: list[np.ndarray] = []  # packed unique pairs, merged band by band to bound memory
+    link_a: list[np.ndarray] = []
+    link_b: list[np.ndarray] = []
     for band in range(bands):
         block = sig[:, band * rows : (band + 1) * rows].astype(np.uint64)
         h = np.full(n, np.uint64((band + 1) * 0x9E3779B97F4A7C15 % (1 << 64)), dtype=np.uint64)
@@ -715,18 +718,16 @@ def near_dedup(
             h = _mix64(h ^ block[:, j])
         h ^= side
         a, b = _star_edges(h ^ _mix64(answer_hash.copy()), all_rows)
-        same_a.append(a)
-        same_b.append(b)
+        packed = _pack_pairs(a, b)
+        same = [np.union1d(same[0], packed)] if same else [packed]
         if use_answer and no_answer.any() and (~no_answer).any():
             a, b = _star_edges(h, answered_first)  # a row without answer -> answered row
             cross = no_answer[a] & ~no_answer[b]
             link_a.append(a[cross])
             link_b.append(b[cross])
 
-    def verified(parts_a: list, parts_b: list) -> tuple[np.ndarray, np.ndarray, int]:
-        if not parts_a:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64), 0
-        a, b = _unique_pairs(np.concatenate(parts_a), np.concatenate(parts_b))
+    def verified(packed: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+        a, b = (packed >> np.uint64(32)).astype(np.int64), (packed & _MASK32).astype(np.int64)
         found = len(a)
         if verify == "estimate":
             ok = _agreement(sig, a, b) >= threshold
@@ -746,10 +747,13 @@ def near_dedup(
             a, b = a[ok], b[ok]
         return a, b, found
 
-    ea, eb, candidates = verified(same_a, same_b)
+    ea, eb, candidates = verified(same[0] if same else np.zeros(0, np.uint64))
     labels = _components(n, ea, eb)
     attached = ambiguous = 0
-    la, lb, link_candidates = verified(link_a, link_b)
+    links = _pack_pairs(np.concatenate(link_a), np.concatenate(link_b)) if link_a else None
+    la, lb, link_candidates = verified(
+        np.unique(links) if links is not None else np.zeros(0, np.uint64)
+    )
     if len(la):
         la, lb = np.where(no_answer[la], la, lb), np.where(no_answer[la], lb, la)  # null first
         comp_has_answer = np.zeros(n, dtype=bool)
