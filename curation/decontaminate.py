@@ -30,9 +30,11 @@ the row text (at token boundaries).
 from __future__ import annotations
 
 import os
+import unicodedata
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
+from functools import cache
 
 import numpy as np
 import polars as pl
@@ -57,7 +59,6 @@ REWRITE_PATTERN = (
 )
 REWRITE_REPLACEMENT = "${1}${2}${3}${4}"
 
-_NON_ASCII_SEPARATOR = r"[^\p{L}\p{N}\x00-\x7F]+"  # non-ASCII punctuation and symbols
 
 _PACK_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [2**64 - 1], dtype=np.uint64)
 _MIX_A = np.uint64(0x9E3779B97F4A7C15)
@@ -70,17 +71,51 @@ _MAX_BITMAP_BITS = 24
 def rewrite_expr(column: str | pl.Expr) -> pl.Expr:
     """Polars expression: text -> normalized text whose letter/digit runs are the tokens.
 
-    Rewrites LaTeX layout (see REWRITE_PATTERN), lower-cases, and turns non-ASCII
-    punctuation into spaces. Everything that is not a letter or digit separates tokens, so
+    Rewrites LaTeX layout (see REWRITE_PATTERN) and lower-cases. Everything that is not a
+    letter or digit separates tokens (non-ASCII punctuation included, see `tokenize`), so
     `$ x + y $` and `$x+y$` tokenize alike (operators are dropped; 9-word n-grams can afford
     it).
     """
     expr = pl.col(column) if isinstance(column, str) else column
-    return (
-        expr.str.replace_all(REWRITE_PATTERN, REWRITE_REPLACEMENT)
-        .str.to_lowercase()
-        .str.replace_all(_NON_ASCII_SEPARATOR, " ")
+    return expr.str.replace_all(REWRITE_PATTERN, REWRITE_REPLACEMENT).str.to_lowercase()
+
+
+@cache
+def _alphanumeric_code_points() -> np.ndarray:
+    """Letters and digits (Unicode L* and N*) among code points below 0x30000."""
+    return np.array(
+        [unicodedata.category(chr(c))[0] in "LN" for c in range(0x30000)], dtype=np.bool_
     )
+
+
+def _mark_non_ascii_separators(data: np.ndarray, is_token: np.ndarray) -> None:
+    """Clear `is_token` on the bytes of non-ASCII characters that are not letters or digits.
+
+    Decodes only the (few) multi-byte UTF-8 sequences; the same as replacing
+    `[^\\p{L}\\p{N}\\x00-\\x7F]` with a space, without a regex pass over every byte.
+    """
+    leads = np.flatnonzero(data >= 0xC0)
+    if leads.size == 0:
+        return
+    b = [data[leads].astype(np.int64)] + [
+        data[leads + k].astype(np.int64) & 0x3F for k in (1, 2, 3)
+    ]
+    width = np.where(b[0] >= 0xF0, 4, np.where(b[0] >= 0xE0, 3, 2))
+    code = np.where(
+        width == 2,
+        ((b[0] & 0x1F) << 6) | b[1],
+        np.where(
+            width == 3,
+            ((b[0] & 0x0F) << 12) | (b[1] << 6) | b[2],
+            ((b[0] & 0x07) << 18) | (b[1] << 12) | (b[2] << 6) | b[3],
+        ),
+    )
+    table = _alphanumeric_code_points()
+    separator = np.ones(leads.size, dtype=np.bool_)
+    known = code < table.size
+    separator[known] = ~table[code[known]]
+    for k in range(4):
+        is_token[leads[separator & (width > k)] + k] = False
 
 
 @dataclass
@@ -156,9 +191,10 @@ def tokenize(texts: pl.Series) -> Tokens:
     if size:
         data[1 : size + 1] = np.frombuffer(data_buffer, dtype=np.uint8, count=size, offset=base)
     byte_offsets = byte_offsets - base + 1
-    # token bytes: ASCII digits and lower-case letters, and every byte >= 0x80 (UTF-8 of
-    # letters and digits; other non-ASCII characters became spaces in `rewrite_expr`)
+    # token bytes: ASCII digits and lower-case letters, and the UTF-8 bytes of non-ASCII
+    # letters and digits
     is_token = (data - np.uint8(48) <= 9) | (data - np.uint8(97) <= 25) | (data >= 128)
+    _mark_non_ascii_separators(data, is_token)
     # runs of token bytes: data starts and ends with non-token bytes, so edges alternate
     edges = np.flatnonzero(is_token[1:] != is_token[:-1]) + 1
     starts, ends = edges[0::2], edges[1::2]
