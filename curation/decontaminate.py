@@ -751,12 +751,11 @@ def decontaminate(
         "decontam_informative_hits": pl.Series(informative),
         "decontam_coverage": pl.Series(coverage).fill_nan(None),
     }
-    kept = df.select(columns).with_columns(**measures).filter(pl.Series(~drop_mask))
+    measured_rows = df.select(columns).with_columns(**measures)
+    kept = measured_rows.filter(pl.Series(~drop_mask))
     chosen = measured.filter(pl.col("contaminated"))  # sorted by row, like the filter below
     dropped = (
-        df.select(columns)
-        .with_columns(**measures)
-        .filter(pl.Series(drop_mask))
+        measured_rows.filter(pl.Series(drop_mask))
         .with_columns(
             reason=pl.lit("contaminated"),
             benchmark=chosen["benchmark"],
