@@ -45,6 +45,7 @@ Defaults and why:
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Literal
@@ -586,13 +587,15 @@ def reference_keys(df: pl.DataFrame, reference_columns: Sequence[str]) -> np.nda
         if name == "answer" and col.dtype in (pl.String, pl.Null):
             text = normalize_answer(col)
         elif col.dtype == pl.String:
-            text = col.str.strip_chars()
-            text = text.set(text == "", None)
-        else:
+            stripped = pl.col("v").str.strip_chars()
             frame = pl.DataFrame({"v": col})
-            text = frame.select(pl.col("v").cast(pl.String, strict=True)).to_series()
-            if text.null_count() > col.null_count():
-                text = frame.select(pl.col("v").struct.json_encode()).to_series()
+            text = frame.select(pl.when(stripped != "").then(stripped)).to_series()
+        else:  # structs, lists, numbers: their canonical JSON
+            values = [
+                None if v is None else json.dumps(v, sort_keys=True, default=str)
+                for v in col.to_list()
+            ]
+            text = pl.Series(name, values, dtype=pl.String)
         hashes = _key_hash(text)
         keys = np.where(keys == 0, hashes, keys)
     return keys

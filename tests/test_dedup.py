@@ -359,3 +359,17 @@ def test_bad_input_errors_name_the_problem() -> None:
         near_dedup(df.drop_nulls(), keep_apart=("colour",))
     with pytest.raises(ValueError, match="ngram"):
         minhash_signatures(["abc"], ngram=9)
+
+
+def test_code_problems_are_kept_apart_by_their_tests() -> None:
+    """LeetCode prompts share a long instruction boilerplate; their tests tell them apart."""
+    code = pl.read_ndjson(SOURCES / "leetcode_train.jsonl", infer_schema_length=None).head(300)
+    copies = code.with_columns(pl.col("problem") + "\nThink step by step.")
+    df = pl.concat([code, copies]).select("problem", "tests")
+    df = df.with_row_index("i").with_columns(("c" + pl.col("i").cast(pl.String)).alias("id"))
+    res = near_dedup(df)
+    pairs = res.dropped.select("id", "duplicate_of").rows()
+    correct = sum(int(a[1:]) % 300 == int(b[1:]) for a, b in pairs)
+    assert correct == len(pairs) and correct >= 290
+    plain = near_dedup(df, keep_apart=())
+    assert plain.dropped.height > res.dropped.height  # boilerplate merges distinct problems
