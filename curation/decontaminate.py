@@ -586,13 +586,14 @@ def measure(
     if overlaps.height == 0:
         return pl.DataFrame(schema={"row": pl.Int64, **MEASURE_COLUMNS})
     overlaps = overlaps.select("row", "start", "item", "gram")
-    hits = (
-        overlaps.group_by("row", "item")
-        .agg(decontam_hits=pl.col("gram").n_unique().cast(pl.Int64))
-        .join(index.items.select("item", "item_ngrams"), on="item")
-        .with_columns(decontam_coverage=pl.col("decontam_hits") / pl.col("item_ngrams"))
-    )
+    items = index.items.select("item", "item_ngrams")
     if rule.ignore_stock:
+        hits = (
+            overlaps.group_by("row", "item")
+            .agg(decontam_hits=pl.col("gram").n_unique().cast(pl.Int64))
+            .join(items, on="item")
+            .with_columns(decontam_coverage=pl.col("decontam_hits") / pl.col("item_ngrams"))
+        )
         # Document frequency of each shared n-gram: distinct input texts (rows that are clear
         # copies excluded, so copies never make their own item look like boilerplate) plus
         # benchmark items holding it; or listed in `stock`.
@@ -617,20 +618,20 @@ def measure(
         overlaps = overlaps.with_columns(stock=pl.col("gram").is_in(stock_grams.implode()))
     else:
         overlaps = overlaps.with_columns(stock=pl.lit(False))
-    informative = (
-        overlaps.filter(~pl.col("stock"))
-        .group_by("row", "item")
-        .agg(decontam_informative_hits=pl.col("gram").n_unique().cast(pl.Int64))
-    )
-    example = (  # one shared n-gram per (row, item): the first informative one, if any
-        overlaps.sort("row", "item", "stock", "start")
-        .group_by("row", "item", maintain_order=True)
-        .agg(pl.col("gram").first())
-    )
+    # one pass per (row, item): counts, and one shared n-gram (the first informative one)
     per_item = (
-        hits.join(informative, on=["row", "item"], how="left")
-        .join(example, on=["row", "item"], how="left")
-        .with_columns(pl.col("decontam_informative_hits").fill_null(0))
+        overlaps.with_columns(order=pl.col("stock").cast(pl.Int64) * (1 << 40) + pl.col("start"))
+        .group_by("row", "item")
+        .agg(
+            decontam_hits=pl.col("gram").n_unique().cast(pl.Int64),
+            decontam_informative_hits=pl.col("gram")
+            .filter(~pl.col("stock"))
+            .n_unique()
+            .cast(pl.Int64),
+            gram=pl.col("gram").get(pl.col("order").arg_min()),
+        )
+        .join(items, on="item")
+        .with_columns(decontam_coverage=pl.col("decontam_hits") / pl.col("item_ngrams"))
     )
     best = (
         decide(per_item, rule)
