@@ -38,7 +38,8 @@ Defaults and why:
   2012; Shrivastava & Li 2014): one 64-bit hash per shingle picks a bin and a value, and a
   bin keeps its minimum. This costs one hash per shingle instead of num_perm, which is why
   the hot path is hand-written numpy rather than a per-row datasketch loop:
-  bench/dedup.py measures it against datatrove's pipeline on 1M rows.
+  bench/dedup.py runs it side by side with datatrove's MinHash pipeline (~40x its rows/s
+  at 50K and 100K rows, one core against two) and alone at 1M rows (1.66 GiB peak).
   `scheme="classic"` computes num_perm independent universal hashes and reproduces
   datasketch's legacy MinHash bit for bit (tested), for users who need that estimator.
 """
