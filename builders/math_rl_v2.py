@@ -29,7 +29,7 @@ DEFAULTS: dict[str, Any] = {
     "benchmark_dir": "",
     "ngram": 9,
     "decontam_rule": "boilerplate-aware",
-    "near_dup_threshold": 0.7,
+    "near_dup_threshold": 0.6,
     "num_perm": 112,
     "on_error": "raise",
 }
