@@ -588,26 +588,21 @@ def measure(
     overlaps = overlaps.select("row", "start", "item", "gram")
     items = index.items.select("item", "item_ngrams")
     if rule.ignore_stock:
-        # each distinct (row, item, n-gram) once, with its first position in the row
-        overlaps = overlaps.group_by("row", "item", "gram").agg(pl.col("start").min())
         hits = (
             overlaps.group_by("row", "item")
-            .agg(decontam_hits=pl.len().cast(pl.Int64))
+            .agg(decontam_hits=pl.col("gram").n_unique().cast(pl.Int64))
             .join(items, on="item")
             .with_columns(decontam_coverage=pl.col("decontam_hits") / pl.col("item_ngrams"))
         )
         # Document frequency of each shared n-gram: distinct input texts (rows that are clear
         # copies excluded, so copies never make their own item look like boilerplate) plus
         # benchmark items holding it; or listed in `stock`.
+        seen = overlaps.select("row", "gram").unique()
         copy_rows = hits.filter(
             (pl.col("decontam_coverage") >= rule.copy_coverage)
             | (pl.col("decontam_hits") >= (rule.copy_hits or 2**62))
         )["row"]
-        seen = (
-            overlaps.filter(~pl.col("row").is_in(copy_rows.unique().implode()))
-            .select("row", "gram")
-            .unique()
-        )
+        seen = seen.filter(~pl.col("row").is_in(copy_rows.unique().implode()))
         seen = seen.with_columns(key=pl.Series(row_keys[seen["row"].to_numpy()]))
         doc_freq = (
             seen.group_by("gram")
