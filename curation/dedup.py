@@ -23,7 +23,7 @@ Defaults and why:
 - Shingles: byte 5-grams of the normalized text. Prompts are short (a median MATH problem
   is ~40 words); word 5-grams give such a text only ~40 shingles and one edited word
   removes five of them, so word shingles lose recall on small edits (measured in
-  bench/README_dedup.md). Character 5-grams give ~200 shingles and an edit removes only
+  bench/README.md, Dedup). Character 5-grams give ~200 shingles and an edit removes only
   those that overlap it.
 - threshold=0.6 and num_perm=112 give, by minimizing the equally weighted integrated
   false-positive and false-negative probability of the banding curve (the rule of
@@ -31,7 +31,7 @@ Defaults and why:
   a one-line problem with an added instruction ("Problem: ...") or two edited words falls
   to a char 5-gram Jaccard of 0.6-0.7, and answer/number awareness, not a high threshold,
   is what keeps template siblings apart (measured in tests/test_dedup.py and
-  bench/README_dedup.md: recall 0.98 / precision 0.9999 on planted near-duplicates).
+  bench/README.md, Dedup: recall 0.98 / precision 0.9999 on planted near-duplicates).
   Candidates are verified: by default a pair is kept only if its estimated Jaccard is
   >= threshold.
 - Signatures use one-permutation MinHash with rotation densification (Li, Owen & Zhang
