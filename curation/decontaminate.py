@@ -542,7 +542,7 @@ def rule_named(name: str, **overrides: object) -> ContaminationRule:
     """The `literal` rule (the paper's: any shared n-gram drops) or `boilerplate-aware`.
 
     Boilerplate-aware defaults, chosen on AIME 1983-2023 and MATH train against AIME 24/25,
-    AMC and MATH-500 (bench/README_decontam.md): an n-gram is stock when >= 3 distinct texts
+    AMC and MATH-500 (bench/README.md, Decontamination): an n-gram is stock when >= 3 distinct texts
     hold it; 5 informative n-grams (13 consecutive item-specific words: a half-quote of a
     26-word item) or 90% of an item's n-grams (a copy with a few words changed) mark a copy.
     With 3 informative n-grams, AIME flags grow 12 -> 19 and MATH train 69 -> 117, nearly all

@@ -154,7 +154,7 @@ def test_items_shorter_than_n_match_as_whole_strings_at_token_boundaries() -> No
 
 # --------------------------------------------------------------------------- real data
 def test_aime_1983_2023_against_aime_amc_math500(index: BenchmarkIndex) -> None:
-    """Counts measured on the shared files (bench/README_decontam.md has the by-eye review).
+    """Counts measured on the shared files (bench/README.md, Decontamination has the by-eye review).
 
     Literal: 312 of 975 AIME problems share a 9-gram, nearly all stock phrases ("where m and
     n are relatively prime positive integers"). Boilerplate-aware: 12, of which 10 are true
@@ -183,7 +183,7 @@ def test_math_train_against_math500_and_aime_amc(index: BenchmarkIndex) -> None:
 
     No MATH train row covers 90% of a test item; the 69 are near-copies (same template, other
     numbers or question, e.g. the "Five points A, B, C, D and O lie on a flat field" item)
-    plus a few long shared phrases; see bench/README_decontam.md.
+    plus a few long shared phrases; see bench/README.md, Decontamination.
     """
     df = _source("math_train")
     literal = decontaminate(df, index, rule="literal", workers=2)
