@@ -19,7 +19,7 @@ setup: $(BIN)/cascade
 
 demo: setup
 	rm -rf demo-lake
-	$(BIN)/cascade --lake demo-lake build dataset math_rl_v2 --profile demo
+	$(BIN)/cascade --lake demo-lake build dataset math_rl_v2 --profile demo --manifests demo-lake/manifests
 	$(BIN)/cascade --lake demo-lake sql "SELECT step, reason, count(*) AS n FROM drops GROUP BY ALL ORDER BY n DESC"
 
 test: setup

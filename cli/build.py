@@ -50,10 +50,10 @@ def build_dataset_command(
     )
     first = m.inputs[0]
     table.add_row(
-        "ingest", "", f"{first.rows:,}", "", ", ".join(s.path.split("/")[-1] for s in m.sources), ""
+        "ingest", "", f"{first.rows:,}", "", "\n".join(s.path.split("/")[-1] for s in m.sources), ""
     )
     for entry in m.funnel:
-        reasons = ", ".join(
+        reasons = "\n".join(
             f"{r} {n:,}" for r, n in sorted(entry.dropped.items(), key=lambda x: -x[1])
         )
         table.add_row(
@@ -67,5 +67,6 @@ def build_dataset_command(
     console.print(table)
     console.print(
         f"[green]published[/green] {m.output.ref}: {m.output.rows:,} rows, sha256 "
-        f"{m.output.content_hash[:12]}; manifest {report.manifest_path}"
+        f"{m.output.content_hash[:12]}; manifest {report.manifest_path}",
+        soft_wrap=True,
     )
