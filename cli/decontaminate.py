@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import polars as pl
@@ -10,6 +9,7 @@ import typer
 
 from cli import app
 from cli.console import CascadeError, console, state
+from cli.files import read_jsonl, write_rows
 from curation.benchmarks import load_benchmarks
 from curation.decontaminate import (
     DEFAULT_N,
@@ -19,42 +19,6 @@ from curation.decontaminate import (
     rule_named,
 )
 from curation.steps import drop_rows
-
-
-def _read_jsonl(path: Path, text_field: str) -> pl.DataFrame:
-    """Rows of a jsonl file; a bad line is reported by file, line and field."""
-    if not path.exists():
-        raise CascadeError(f"input file {path} does not exist")
-    records: list[dict] = []
-    with path.open(encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise CascadeError(f"{path}:{line_no}: invalid JSON ({exc.msg})") from None
-            if not isinstance(record, dict):
-                raise CascadeError(f"{path}:{line_no}: expected a JSON object per line")
-            if not isinstance(record.get(text_field), str):
-                raise CascadeError(
-                    f"{path}:{line_no}: field {text_field!r} must be a string, "
-                    f"got {type(record.get(text_field)).__name__}"
-                )
-            records.append(record)
-    if not records:
-        raise CascadeError(f"{path}: no rows")
-    return pl.DataFrame(records, infer_schema_length=None)
-
-
-def _write(df: pl.DataFrame, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.suffix == ".parquet":
-        df.write_parquet(path)
-    elif path.suffix in (".jsonl", ".ndjson"):
-        df.write_ndjson(path)
-    else:
-        raise CascadeError(f"{path}: unsupported output format (use .jsonl or .parquet)")
 
 
 @app.command("decontaminate")
@@ -115,14 +79,14 @@ def decontaminate_command(
             raise CascadeError(str(exc)) from None
         assert isinstance(df, pl.DataFrame)
     else:
-        df = _read_jsonl(Path(input_), text_field)
+        df = read_jsonl(Path(input_), text_field)
     try:
         loaded = load_benchmarks(benchmarks, local_dir=benchmark_dir)
     except (ValueError, FileNotFoundError) as exc:
         raise CascadeError(f"--benchmarks {benchmarks}: {exc}") from None
     stock = None
     if stock_corpus is not None:
-        corpus = _read_jsonl(Path(stock_corpus), text_field)
+        corpus = read_jsonl(Path(stock_corpus), text_field)
         stock = build_stock_ngrams(corpus[text_field], n=n, min_df=chosen.min_df)
     source = input_ or table
     try:
@@ -165,10 +129,10 @@ def decontaminate_command(
             )
         where = written.ref
     else:
-        _write(result.kept, out_path)
+        write_rows(result.kept, out_path)
         where = str(out_path)
     if dropped_path:
-        _write(result.dropped, Path(dropped_path))
+        write_rows(result.dropped, Path(dropped_path))
     by_benchmark = ", ".join(f"{k} {v:,}" for k, v in result.stats["dropped_by_benchmark"].items())
     console.print(
         f"decontaminate {source} ({chosen.name}, n={n}): {df.height:,} rows in, "

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import polars as pl
@@ -10,46 +9,9 @@ import typer
 
 from cli import app
 from cli.console import CascadeError, console, state
+from cli.files import read_jsonl, write_rows
 from curation.dedup import KEEP_APART_CHOICES, exact_dedup, near_dedup
 from curation.steps import StepResult, drop_rows
-
-
-def read_jsonl(path: Path, text_field: str, id_field: str) -> pl.DataFrame:
-    """Rows of a jsonl file; bad lines are reported by file, line and field.
-
-    Without an `id_field` column, each row's id is its 1-based line number.
-    """
-    if not path.exists():
-        raise CascadeError(f"input file {path} does not exist")
-    records: list[dict] = []
-    lines: list[int] = []
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise CascadeError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
-            if not isinstance(rec, dict):
-                raise CascadeError(f"{path}:{lineno}: expected a JSON object per line")
-            if not isinstance(rec.get(text_field), str):
-                raise CascadeError(
-                    f"{path}:{lineno}: field {text_field!r} must be a string, "
-                    f"got {type(rec.get(text_field)).__name__}"
-                )
-            records.append(rec)
-            lines.append(lineno)
-    if not records:
-        raise CascadeError(f"{path}: no rows")
-    df = pl.DataFrame(records, infer_schema_length=None)
-    if id_field not in df.columns:
-        df = df.with_columns(pl.Series(id_field, [str(n) for n in lines], dtype=pl.String))
-    missing = df.get_column(id_field).is_null()
-    if missing.any():
-        lineno = lines[int(missing.arg_max() or 0)]
-        raise CascadeError(f"{path}:{lineno}: field {id_field!r} is null")
-    return df
 
 
 def _keep_apart(text: str) -> tuple[str, ...]:
@@ -169,21 +131,11 @@ def dedup_command(
             )
         where = written.ref
     else:
-        _write(kept, out_path)
+        write_rows(kept, out_path)
         where = str(out_path)
     if dropped_path:
-        _write(dropped, Path(dropped_path))
+        write_rows(dropped, Path(dropped_path))
     counts = ", ".join(f"{name} {r.dropped.height:,}" for name, r in results)
     console.print(
         f"dedup {source}: {df.height:,} rows in, {kept.height:,} kept ({counts}) -> {where}"
     )
-
-
-def _write(df: pl.DataFrame, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.suffix == ".parquet":
-        df.write_parquet(path)
-    elif path.suffix in (".jsonl", ".ndjson"):
-        df.write_ndjson(path)
-    else:
-        raise CascadeError(f"{path}: unsupported output format (use .jsonl or .parquet)")

@@ -9,6 +9,7 @@ import typer
 
 from cli import app
 from cli.console import CascadeError, console, state
+from cli.files import write_rows
 from curation.verify.table import KINDS, verify_frame
 
 
@@ -25,16 +26,6 @@ def _read(path: Path) -> pl.DataFrame:
     except (pl.exceptions.PolarsError, OSError) as exc:
         raise CascadeError(f"cannot read {path}: {exc}") from None
     raise CascadeError(f"{path}: unsupported input format (use .jsonl, .json or .parquet)")
-
-
-def _write(df: pl.DataFrame, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.suffix == ".parquet":
-        df.write_parquet(path)
-    elif path.suffix in (".jsonl", ".ndjson"):
-        df.write_ndjson(path)
-    else:
-        raise CascadeError(f"{path}: unsupported output format (use .jsonl or .parquet)")
 
 
 @app.command("verify")
@@ -98,7 +89,7 @@ def verify_command(
         )
         where = info.ref
     else:
-        _write(result, out_path)
+        write_rows(result, out_path)
         where = str(out_path)
     console.print(
         f"verified {result.height:,} rows ({kind}): {passed:,} passed, "
