@@ -10,17 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from builders.runner import BuildError, build_dataset, parse_overrides
+from curation.demo import FILTER_CASES
 from curation.lake import Lake
-
-FILTER_CASES = (
-    "multiple_choice",
-    "proof",
-    "multi_question",
-    "figure_reference",
-    "non_english",
-    "missing_answer",
-    "unparseable_answer",
-)
 
 
 @pytest.fixture(scope="module")
