@@ -81,11 +81,9 @@ def rewrite_expr(column: str | pl.Expr) -> pl.Expr:
 
 
 @cache
-def _alphanumeric_code_points() -> np.ndarray:
-    """Letters and digits (Unicode L* and N*) among code points below 0x30000."""
-    return np.array(
-        [unicodedata.category(chr(c))[0] in "LN" for c in range(0x30000)], dtype=np.bool_
-    )
+def _is_letter_or_digit(code: int) -> bool:
+    """Whether a code point below 0x30000 is a letter or digit (Unicode L* or N*)."""
+    return code < 0x30000 and unicodedata.category(chr(code))[0] in "LN"
 
 
 def _mark_non_ascii_separators(data: np.ndarray, is_token: np.ndarray) -> None:
@@ -110,10 +108,9 @@ def _mark_non_ascii_separators(data: np.ndarray, is_token: np.ndarray) -> None:
             ((b[0] & 0x07) << 18) | (b[1] << 12) | (b[2] << 6) | b[3],
         ),
     )
-    table = _alphanumeric_code_points()
-    separator = np.ones(leads.size, dtype=np.bool_)
-    known = code < table.size
-    separator[known] = ~table[code[known]]
+    distinct, which = np.unique(code, return_inverse=True)  # a few hundred in 1M rows
+    letter_or_digit = np.array([_is_letter_or_digit(int(c)) for c in distinct], dtype=np.bool_)
+    separator = ~letter_or_digit[which]
     for k in range(4):
         is_token[leads[separator & (width > k)] + k] = False
 
