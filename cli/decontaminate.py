@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import polars as pl
 import typer
 
 from cli import app
 from cli.console import CascadeError, console, state
-from cli.files import read_jsonl, write_rows
+from cli.files import read_jsonl, read_lake_table, write_rows
 from curation.benchmarks import load_benchmarks
 from curation.decontaminate import (
     DEFAULT_N,
@@ -69,15 +68,7 @@ def decontaminate_command(
         raise CascadeError(str(exc)) from None
     info = None
     if table is not None:
-        from curation.lake import Lake, LakeError
-
-        lake = Lake(state.lake_path)
-        try:
-            info = lake.resolve(table)
-            df = pl.from_arrow(lake.read(info.ref))
-        except LakeError as exc:
-            raise CascadeError(str(exc)) from None
-        assert isinstance(df, pl.DataFrame)
+        df, info = read_lake_table(table)
     else:
         df = read_jsonl(Path(input_), text_field)
     try:

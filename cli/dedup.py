@@ -9,7 +9,7 @@ import typer
 
 from cli import app
 from cli.console import CascadeError, console, state
-from cli.files import read_jsonl, write_rows
+from cli.files import read_jsonl, read_lake_table, write_rows
 from curation.dedup import KEEP_APART_CHOICES, exact_dedup, near_dedup
 from curation.steps import StepResult, drop_rows
 
@@ -54,15 +54,7 @@ def dedup_command(
     apart = _keep_apart(keep_apart)
     parents: list[str] = []
     if table is not None:
-        from curation.lake import Lake, LakeError
-
-        lake = Lake(state.lake_path)
-        try:
-            info = lake.resolve(table)
-            df = pl.from_arrow(lake.read(info.ref))
-        except LakeError as exc:
-            raise CascadeError(str(exc)) from None
-        assert isinstance(df, pl.DataFrame)
+        df, info = read_lake_table(table)
         parents = [info.ref]
     else:
         df = read_jsonl(Path(input_), text_field, id_field)

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import polars as pl
 
-from cli.console import CascadeError
+from cli.console import CascadeError, state
+from curation.lake import Lake, LakeError, VersionInfo
 
 
 def read_jsonl(path: Path, text_field: str, id_field: str | None = None) -> pl.DataFrame:
@@ -60,3 +61,15 @@ def write_rows(df: pl.DataFrame, path: Path) -> None:
         df.write_ndjson(path)
     else:
         raise CascadeError(f"{path}: unsupported output format (use .jsonl or .parquet)")
+
+
+def read_lake_table(ref: str) -> tuple[pl.DataFrame, VersionInfo]:
+    """A lake table version (`name` or `name@N`) of the CLI's lake, and its catalog entry."""
+    lake = Lake(state.lake_path)
+    try:
+        info = lake.resolve(ref)
+        frame = pl.from_arrow(lake.read(info.ref))
+    except LakeError as exc:
+        raise CascadeError(str(exc)) from None
+    assert isinstance(frame, pl.DataFrame)
+    return frame, info

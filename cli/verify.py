@@ -9,7 +9,7 @@ import typer
 
 from cli import app
 from cli.console import CascadeError, console, state
-from cli.files import write_rows
+from cli.files import read_lake_table, write_rows
 from curation.verify.table import KINDS, verify_frame
 
 
@@ -50,14 +50,7 @@ def verify_command(
         raise CascadeError("give exactly one of --input FILE or --table NAME")
     parents: list[str] = []
     if table is not None:
-        from curation.lake import Lake, LakeError
-
-        lake = Lake(state.lake_path)
-        try:
-            info = lake.resolve(table)
-            df = pl.from_arrow(lake.read(table))
-        except LakeError as exc:
-            raise CascadeError(str(exc)) from None
+        df, info = read_lake_table(table)
         parents = [info.ref]
     else:
         df = _read(Path(input_))
