@@ -43,7 +43,12 @@ import polars as pl  # noqa: E402
 import psutil  # noqa: E402
 
 from curation.benchmarks import MATH_RL_DEFAULT, Benchmark, load_benchmarks  # noqa: E402
-from curation.decontaminate import DEFAULT_N, decontaminate, rule_named  # noqa: E402
+from curation.decontaminate import (  # noqa: E402
+    DEFAULT_N,
+    LAYOUT_COMMANDS,
+    decontaminate,
+    rule_named,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
@@ -132,19 +137,18 @@ def build_corpus(
 
 
 # ---------------------------------------------------------------- baseline (open-r1 style)
-# Python `re` spelling of curation.decontaminate's normalization (same rewrite, same tokens).
-_PY_REWRITE = re.compile(
-    r"(?s:\[asy\].*?\[/asy\])"
-    r"|\\(?:left|right|[Bb]igg?[lr]?|displaystyle|textstyle|mathrm|mathbf|mathit|textbf|textit"
-    r"|text|mbox|operatorname|quad|qquad)\b|\\!|(\\)[dt](frac|binom)\b"
-    r"|([0-9]),(?:\\!)?([0-9]{3})\b",
-    re.ASCII,
-)
+# Python `re` spelling of curation.decontaminate's normalization (same tokens): lower-case,
+# skip figure code, join thousands groups, drop layout commands, fold display variants.
+_PY_FIGURE = re.compile(r"(?s:\[asy\].*?\[/asy\])")
+_PY_THOUSANDS = re.compile(r"(?<=[0-9]),(?:\\!)?(?=[0-9]{3}(?![^\W_]))")
+_PY_LAYOUT = re.compile(r"\\(?:" + "|".join(LAYOUT_COMMANDS) + r")(?![^\W_])")
+_PY_FOLDED = re.compile(r"\\[dt](frac|binom)(?![^\W_])")
 _PY_TOKEN = re.compile(r"[^\W_]+")
 
 
 def py_tokens(text: str) -> list[str]:
-    return _PY_TOKEN.findall(_PY_REWRITE.sub(r"\1\2\3\4", text).lower())
+    text = _PY_THOUSANDS.sub("", _PY_FIGURE.sub(" ", text.lower()))
+    return _PY_TOKEN.findall(_PY_FOLDED.sub(r"\\\1", _PY_LAYOUT.sub(" ", text)))
 
 
 _LOOKUP: dict[str, set[int]] = {}

@@ -3,7 +3,8 @@
 Texts are normalized (case, whitespace, punctuation, LaTeX spacing and formatting commands
 such as `$ x $` vs `$x$`, `\\dfrac` vs `\\frac`, `\\left(`) into word tokens, and every run of
 `n` tokens (default 9, as in the Nemotron-Cascade recipe) is hashed to 64 bits. Rows are
-scanned in bulk: one Polars pass rewrites the text, NumPy finds tokens in the UTF-8 buffer
+scanned in bulk: Polars lower-cases a batch of texts into one UTF-8 buffer, NumPy skips
+figure code, LaTeX layout commands and thousands separators on the bytes, finds the tokens
 and packs each into a uint64 (no per-token strings), window hashes are rolled over those,
 membership is a bitmap probe plus a sorted search against the benchmark n-gram hashes, and
 every candidate hit is verified token by token on the bytes, so a hash collision can never
@@ -46,19 +47,15 @@ from curation.steps import StepResult
 RULES = ("literal", "boilerplate-aware")
 DEFAULT_N = 9
 
-# One rewrite pass before tokenizing: drop Asymptote figure code ([asy]...[/asy]: drawing
-# commands such as "label a a n label b b" are boilerplate, not problem text), LaTeX layout
-# and font commands (\left( reads as "(") and \!, fold \dfrac and \tfrac into \frac (same
-# for binom), and join thousands groups (24,\!000 and 24,000 both read as 24000). The
-# replacement keeps the captured pieces and drops the rest; ASCII-only \b keeps it fast.
-REWRITE_PATTERN = (
-    r"(?s:\[asy\].*?\[/asy\])"
-    r"|\\(?:left|right|[Bb]igg?[lr]?|displaystyle|textstyle|mathrm|mathbf|mathit|textbf|textit"
-    r"|text|mbox|operatorname|quad|qquad)(?-u:\b)|\\!|(\\)[dt](frac|binom)(?-u:\b)"
-    r"|([0-9]),(?:\\!)?([0-9]{3})(?-u:\b)"
+# LaTeX layout and font commands carry no words: `\left(` reads as `(`, `\text{cm}` as `cm`.
+# A command is a backslash and a whole token (`\textbf`, not `\text` + `bf`); it is dropped.
+LAYOUT_COMMANDS = (
+    *("left", "right", "big", "bigl", "bigr", "bigg", "biggl", "biggr", "quad", "qquad"),
+    *("displaystyle", "textstyle", "mathrm", "mathbf", "mathit", "textbf", "textit", "text"),
+    *("mbox", "operatorname"),
 )
-REWRITE_REPLACEMENT = "${1}${2}${3}${4}"
-
+# Display variants fold into the plain command: `\dfrac` and `\tfrac` read as `\frac`.
+FOLDED_COMMANDS = ("dfrac", "tfrac", "dbinom", "tbinom")
 
 _PACK_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [2**64 - 1], dtype=np.uint64)
 _MIX_A = np.uint64(0x9E3779B97F4A7C15)
@@ -66,18 +63,8 @@ _MIX_B = np.uint64(0xBF58476D1CE4E5B9)
 _ROLL_BASE = np.uint64(0xD6E8FEB86659FD93)  # odd, so the rolling hash mixes every token
 _SHIFT = np.uint64(31)
 _MAX_BITMAP_BITS = 24
-
-
-def rewrite_expr(column: str | pl.Expr) -> pl.Expr:
-    """Polars expression: text -> normalized text whose letter/digit runs are the tokens.
-
-    Rewrites LaTeX layout (see REWRITE_PATTERN) and lower-cases. Everything that is not a
-    letter or digit separates tokens (non-ASCII punctuation included, see `tokenize`), so
-    `$ x + y $` and `$x+y$` tokenize alike (operators are dropped; 9-word n-grams can afford
-    it).
-    """
-    expr = pl.col(column) if isinstance(column, str) else column
-    return expr.str.replace_all(REWRITE_PATTERN, REWRITE_REPLACEMENT).str.to_lowercase()
+_BACKSLASH, _COMMA, _BANG, _BRACKET = 92, 44, 33, 91
+_ASY_OPEN, _ASY_CLOSE = b"[asy]", b"[/asy]"
 
 
 @cache
@@ -113,6 +100,155 @@ def _mark_non_ascii_separators(data: np.ndarray, is_token: np.ndarray) -> None:
     separator = ~letter_or_digit[which]
     for k in range(4):
         is_token[leads[separator & (width > k)] + k] = False
+
+
+def _mark_figures(
+    data: np.ndarray, is_token: np.ndarray, brackets: np.ndarray, byte_offsets: np.ndarray
+) -> None:
+    """Clear `is_token` over Asymptote figure code, `[asy]` to the next `[/asy]` of the text.
+
+    Drawing commands such as `label("A", A, N)` are boilerplate, not problem text.
+    `brackets`: the offsets of every `[`.
+    """
+
+    def starting(pattern: bytes) -> np.ndarray:
+        found = brackets
+        for k, byte in enumerate(pattern[1:], start=1):
+            found = found[data[found + k] == byte]
+        return found
+
+    opens = starting(_ASY_OPEN)
+    if opens.size == 0:
+        return
+    closes = starting(_ASY_CLOSE)
+    text_end = byte_offsets[np.searchsorted(byte_offsets, opens, side="right")]
+    next_close = np.searchsorted(closes, opens)
+    covered = -1
+    for start, k, limit in zip(opens.tolist(), next_close.tolist(), text_end.tolist(), strict=True):
+        if start < covered or k == closes.size:
+            continue  # inside a figure already skipped, or never closed
+        end = int(closes[k]) + len(_ASY_CLOSE)
+        if end <= limit:  # closed in the same text
+            is_token[start:end] = False
+            covered = end
+
+
+def _packed_names(names: Sequence[str]) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per name length: the first 8 bytes of each name and the rest, as little-endian ints."""
+    by_length: dict[int, list[tuple[int, int]]] = {}
+    for name in names:
+        raw = name.encode()
+        head = int.from_bytes(raw[:8], "little")
+        by_length.setdefault(len(raw), []).append((head, int.from_bytes(raw[8:], "little")))
+    return {
+        length: (
+            np.array([h for h, _ in pairs], np.uint64),
+            np.array([r for _, r in pairs], np.uint64),
+        )
+        for length, pairs in sorted(by_length.items())
+    }
+
+
+_LAYOUT_NAMES = _packed_names(LAYOUT_COMMANDS)
+_FOLDED_NAMES = _packed_names(FOLDED_COMMANDS)
+
+
+def _mark_commands(data: np.ndarray, is_token: np.ndarray, backslashes: np.ndarray) -> None:
+    """Clear `is_token` over LaTeX layout command names (LAYOUT_COMMANDS) and over the `d` or
+    `t` of display variants (FOLDED_COMMANDS), so `\\dfrac` tokenizes as `frac`.
+
+    A command is a backslash, then one of the names as a whole token.
+    """
+    at = backslashes + 1
+    at = at[is_token[at]]
+    if at.size == 0:
+        return
+    words = np.ndarray(buffer=data, dtype="<u8", shape=(data.size - 8,), strides=(1,))
+    head = words[at]
+    for names, fold in ((_LAYOUT_NAMES, False), (_FOLDED_NAMES, True)):
+        for length, (heads, rests) in names.items():
+            if length < 8:
+                hit = at[np.isin(head & _PACK_MASKS[length], heads) & ~is_token[at + length]]
+            else:
+                maybe = np.flatnonzero(np.isin(head, heads) & ~is_token[at + length])
+                rest = words[at[maybe] + 8] & _PACK_MASKS[length - 8]
+                same = np.zeros(maybe.size, dtype=np.bool_)
+                for h, r in zip(heads, rests, strict=True):
+                    same |= (head[maybe] == h) & (rest == r)
+                hit = at[maybe[same]]
+            for k in range(1 if fold else length):
+                is_token[hit + k] = False
+
+
+def _thousands_separators(data: np.ndarray, is_token: np.ndarray, commas: np.ndarray) -> np.ndarray:
+    """Those of the `commas` that separate thousands: `,` or `,\\!` between a digit and a group
+    of exactly three digits, so that `24,000`, `24,\\!000` and `24000` read alike."""
+
+    def digit(at: np.ndarray) -> np.ndarray:
+        return (data[at] - np.uint8(48) <= 9) & is_token[at]
+
+    commas = commas[digit(commas - 1)]
+    bang = (data[commas + 1] == _BACKSLASH) & (data[commas + 2] == _BANG)
+    first = commas + 1 + 2 * bang
+    return commas[digit(first) & digit(first + 1) & digit(first + 2) & ~is_token[first + 3]]
+
+
+def _join_groups(
+    data: np.ndarray, end: int, edges: np.ndarray, separators: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Merge the digit tokens around thousands `separators` into one token each.
+
+    `edges` alternate token starts and ends. The merged tokens' bytes are written to `data`
+    after offset `end` (a tail after the texts; `data` grows if they do not fit), so every
+    token stays one contiguous byte span. Returns data, starts, lengths, and per text
+    `byte_offsets`-style bounds are unchanged: callers compute token offsets from the
+    returned `sorted_starts` (the starts before merged tokens move to the tail).
+    """
+    starts, ends = edges[0::2], edges[1::2]
+    before = np.searchsorted(starts, separators) - 1  # the token before each separator
+    followers = before + 1
+    heads = np.setdiff1d(before, followers, assume_unique=True)
+    members = np.union1d(before, followers)
+    member_lengths = ends[members] - starts[members]
+    member_ends = np.cumsum(member_lengths)
+    member_starts = member_ends - member_lengths
+    within = np.arange(int(member_ends[-1]), dtype=np.int64) - np.repeat(
+        member_starts, member_lengths
+    )
+    tail = data[np.repeat(starts[members], member_lengths) + within]
+    if end + tail.size + 16 > data.size:
+        data = np.concatenate([data[:end], np.zeros(tail.size + 16, dtype=np.uint8)])
+    data[end : end + tail.size] = tail
+    is_head = np.isin(members, heads, assume_unique=True)
+    merged_lengths = np.bincount(np.cumsum(is_head) - 1, weights=member_lengths)
+    # drop each follower's start and the end before it: the head now spans the whole number
+    edges = np.delete(edges, np.concatenate([2 * followers - 1, 2 * followers]))
+    sorted_starts = edges[0::2]
+    lengths = edges[1::2] - sorted_starts
+    heads = heads - np.searchsorted(followers, heads)
+    starts = sorted_starts.copy()
+    starts[heads] = end + member_starts[is_head]
+    lengths[heads] = merged_lengths.astype(np.int64)
+    return data, starts, lengths, sorted_starts
+
+
+def _pack(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """A uint64 per token: its bytes (exact up to 8), further 8-byte chunks folded in, mixed."""
+    words = np.ndarray(buffer=data, dtype="<u8", shape=(data.size - 8,), strides=(1,))
+    values = words[starts] & np.take(_PACK_MASKS, np.minimum(lengths, 8))
+    with np.errstate(over="ignore"):
+        pending, chunk = np.flatnonzero(lengths > 8), 8
+        while pending.size:  # fold the further 8-byte chunks of long tokens in
+            rest = words[starts[pending] + chunk] & np.take(
+                _PACK_MASKS, np.minimum(lengths[pending] - chunk, 8)
+            )
+            values[pending] = (values[pending] * _MIX_A) ^ rest
+            chunk += 8
+            pending = pending[lengths[pending] > chunk]
+        values *= _MIX_A
+        values ^= values >> _SHIFT
+        values *= _MIX_B
+    return values
 
 
 @dataclass
@@ -173,51 +309,62 @@ class Tokens:
 
 
 def tokenize(texts: pl.Series) -> Tokens:
-    """Tokenize a batch of texts: Polars rewrites them, NumPy finds and packs the tokens."""
-    normalized = texts.fill_null("").to_frame("t").select(rewrite_expr("t")).to_series()
-    arrow = normalized.to_arrow()
-    if isinstance(arrow, pa.ChunkedArray):
-        arrow = arrow.combine_chunks()
-    arrow = arrow.cast(pa.large_string())
-    _, offsets_buffer, data_buffer = arrow.buffers()
-    byte_offsets = np.frombuffer(offsets_buffer, dtype=np.int64)[
-        arrow.offset : arrow.offset + len(arrow) + 1
-    ]
-    base, size = int(byte_offsets[0]), int(byte_offsets[-1] - byte_offsets[0])
-    data = np.zeros(size + 17, dtype=np.uint8)  # one zero byte before, zero padding after
-    if size:
-        data[1 : size + 1] = np.frombuffer(data_buffer, dtype=np.uint8, count=size, offset=base)
-    byte_offsets = byte_offsets - base + 1
+    """Tokenize a batch of texts: Polars lower-cases them into one buffer, NumPy does the rest.
+
+    Tokens are runs of Unicode letters and digits, so `$ x + y $` and `$x+y$` tokenize alike
+    (operators are dropped; 9-word n-grams can afford it). On the way: `[asy]...[/asy]` figure
+    code is skipped, thousands separators join their digits, LaTeX layout commands
+    (LAYOUT_COMMANDS) are dropped and display variants fold (FOLDED_COMMANDS).
+    """
+    lowered = texts.fill_null("").str.to_lowercase()
+    lengths = lowered.str.len_bytes().to_numpy().astype(np.int64) + 1  # one space after each
+    byte_offsets = np.zeros(len(lowered) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=byte_offsets[1:])
+    byte_offsets += 1  # the leading zero byte
+    if len(lowered) == 0:
+        return _tokenize_buffer(b"", byte_offsets=byte_offsets)
+    joined = lowered.str.join(" ").to_arrow()
+    if joined.type != pa.large_string():
+        joined = joined.cast(pa.large_string())
+    _, offsets, buffer = joined.buffers()
+    begin = int(np.frombuffer(offsets, dtype=np.int64)[joined.offset])
+    size = int(byte_offsets[-1] - 2)
+    raw = np.frombuffer(buffer, dtype=np.uint8, count=size, offset=begin)
+    return _tokenize_buffer(raw, byte_offsets=byte_offsets)
+
+
+def _tokenize_buffer(raw: np.ndarray | bytes, byte_offsets: np.ndarray | None = None) -> Tokens:
+    """Tokens of lower-cased texts stored back to back in `raw`, one separator byte after
+    each (text k starts at `byte_offsets[k] - 1`)."""
+    raw = np.frombuffer(raw, dtype=np.uint8) if isinstance(raw, bytes) else raw
+    if byte_offsets is None:
+        byte_offsets = np.array([1, raw.size + 2], dtype=np.int64)
+    # a zero byte before the texts, zero padding after, then room for merged numbers
+    end = raw.size + 18
+    data = np.zeros(end + 1024 + raw.size // 64, dtype=np.uint8)
+    data[1 : raw.size + 1] = raw
+    text = data[:end]
     # token bytes: ASCII digits and lower-case letters, and the UTF-8 bytes of non-ASCII
     # letters and digits
-    is_token = (data - np.uint8(48) <= 9) | (data - np.uint8(97) <= 25) | (data >= 128)
-    _mark_non_ascii_separators(data, is_token)
+    is_token = (text - np.uint8(48) <= 9) | (text - np.uint8(97) <= 25) | (text >= 128)
+    _mark_non_ascii_separators(text, is_token)
+    special = np.flatnonzero((text == _COMMA) | (text == _BACKSLASH) | (text == _BRACKET))
+    kind = data[special]
+    brackets = special[kind == _BRACKET]
+    if brackets.size:
+        _mark_figures(data, is_token, brackets, byte_offsets)
+    _mark_commands(data, is_token, special[kind == _BACKSLASH])
+    separators = _thousands_separators(data, is_token, special[kind == _COMMA])
     # runs of token bytes: data starts and ends with non-token bytes, so edges alternate
     edges = np.flatnonzero(is_token[1:] != is_token[:-1])
     edges += 1
-    starts, ends = edges[0::2], edges[1::2]
-    inner = byte_offsets[1:-1]
-    split = inner[is_token[inner - 1] & is_token[inner]]  # a run across two texts: cut it
-    if split.size:
-        starts = np.insert(starts, np.searchsorted(starts, split), split)
-        ends = np.insert(ends, np.searchsorted(ends, split), split)
-    lengths = ends - starts
-    words = np.ndarray(buffer=data, dtype="<u8", shape=(data.size - 8,), strides=(1,))
-    values = words[starts] & np.take(_PACK_MASKS, np.minimum(lengths, 8))
-    with np.errstate(over="ignore"):
-        pending, chunk = np.flatnonzero(lengths > 8), 8
-        while pending.size:  # fold the further 8-byte chunks of long tokens in
-            rest = words[starts[pending] + chunk] & np.take(
-                _PACK_MASKS, np.minimum(lengths[pending] - chunk, 8)
-            )
-            values[pending] = (values[pending] * _MIX_A) ^ rest
-            chunk += 8
-            pending = pending[lengths[pending] > chunk]
-        values *= _MIX_A
-        values ^= values >> _SHIFT
-        values *= _MIX_B
-    offsets = np.searchsorted(starts, byte_offsets).astype(np.int64)
-    return Tokens(data, starts, lengths, offsets, values)
+    if separators.size:
+        data, starts, lengths, sorted_starts = _join_groups(data, end, edges, separators)
+    else:
+        starts = sorted_starts = edges[0::2]
+        lengths = edges[1::2] - starts
+    offsets = np.searchsorted(sorted_starts, byte_offsets).astype(np.int64)
+    return Tokens(data, starts, lengths, offsets, _pack(data, starts, lengths))
 
 
 def normalize_text(text: str) -> str:
@@ -334,9 +481,9 @@ class BenchmarkIndex:
     `grams` has one row per distinct (n-gram, item): `gram_hash`, `ngram`, `length` (n, or the
     item length for items shorter than n, whose whole text is their only "n-gram"), `item`,
     `first` (token index of one occurrence in `tokens`), `gram` (id of the n-gram string).
-    `gram_table` has one row per distinct n-gram: `gram`, `ngram`, `bench_df` (benchmarks
-    holding it: items of one benchmark often share a context, which is content, not
-    boilerplate). `items` has one row per item: `item`, `benchmark`, `benchmark_id`,
+    `gram_table` has one row per distinct n-gram: `gram`, `ngram`, `gram_hash`, `length`,
+    `first`, `bench_df` (benchmarks holding it: items of one benchmark often share a context,
+    which is content, not boilerplate). `items` has one row per item: `item`, `benchmark`, `benchmark_id`,
     `item_ngrams` (distinct n-grams of the item, 1 for a short item) and `short`.
     """
 
@@ -391,7 +538,10 @@ class BenchmarkIndex:
         gram_table = (
             grams.with_columns(benchmark=benchmark_of_item.gather(grams["item"]))
             .group_by("gram")
-            .agg(pl.col("ngram").first(), bench_df=pl.col("benchmark").n_unique().cast(pl.Int64))
+            .agg(
+                pl.col("ngram", "gram_hash", "length", "first").first(),
+                bench_df=pl.col("benchmark").n_unique().cast(pl.Int64),
+            )
         )
         per_item = grams.group_by("item").agg(item_ngrams=pl.len().cast(pl.Int64))
         items_frame = (
@@ -433,14 +583,14 @@ def find_overlaps(
     short = {length: probe for length, probe in index.probes.items() if length < n}
     if short:
         windows.update(anchored_windows(tokens, short, index.anchors))
-    bench = index.tokens
     frames = []
     for length, (firsts, gram_hashes) in windows.items():
         if firsts.size == 0:
             continue
+        # verify each window once against the distinct n-gram(s) with its hash ...
         cand = pl.DataFrame({"first_row": firsts, "gram_hash": gram_hashes}).join(
-            index.grams.filter(pl.col("length") == length).select(
-                "gram_hash", "first", "item", "gram"
+            index.gram_table.filter(pl.col("length") == length).select(
+                "gram_hash", "first", "gram"
             ),
             on="gram_hash",
             how="inner",
@@ -449,20 +599,26 @@ def find_overlaps(
         theirs = cand["first"].to_numpy()
         same = np.ones(mine.size, dtype=np.bool_)
         for k in range(length):
-            same &= tokens.equal(mine + k, bench, theirs + k)
+            same &= tokens.equal(mine + k, index.tokens, theirs + k)
+        mine = mine[same]
         rows = np.searchsorted(tokens.offsets, mine, side="right") - 1
         frames.append(
-            cand.with_columns(
-                row=pl.Series(rows, dtype=pl.Int64),
-                start=pl.Series(mine - tokens.offsets[rows], dtype=pl.Int64),
+            pl.DataFrame(
+                {
+                    "row": rows,
+                    "start": mine - tokens.offsets[rows],
+                    "gram": cand["gram"].filter(pl.Series(same)),
+                }
             )
-            .filter(pl.Series(same))
-            .select("row", "start", "item", "gram")
         )
     schema = {"row": pl.Int64, "start": pl.Int64, "item": pl.Int64, "gram": pl.Int64}
     if not frames:
         return pl.DataFrame(schema=schema)
-    return pl.concat([f.cast(schema) for f in frames])
+    # ... then expand to every item holding that n-gram
+    found = pl.concat(
+        [f.cast({"row": pl.Int64, "start": pl.Int64, "gram": pl.Int64}) for f in frames]
+    )
+    return found.join(index.grams.select("gram", "item"), on="gram").select(*schema).cast(schema)
 
 
 def build_stock_ngrams(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 
 from curation.benchmarks import Benchmark, load_benchmarks
 from curation.decontaminate import (
+    LAYOUT_COMMANDS,
     BenchmarkIndex,
     build_stock_ngrams,
     decide,
@@ -62,6 +64,46 @@ def test_normalized_text_keeps_words_numbers_and_non_ascii_letters() -> None:
     assert normalize_text(r"Le théorème: $x^2 \geq 0$, 3.5 cm") == "le théorème x 2 geq 0 3 5 cm"
     assert normalize_text("") == ""
     assert normalize_text("?!") == ""
+
+
+# The normalization rules spelled as plain regexes over one text: the specification that the
+# vectorized tokenizer (one buffer for many texts, no per-text Python) must match.
+_FIGURE = re.compile(r"(?s:\[asy\].*?\[/asy\])")
+_THOUSANDS = re.compile(r"(?<=[0-9]),(?:\\!)?(?=[0-9]{3}(?![^\W_]))")
+_LAYOUT = re.compile(r"\\(?:" + "|".join(LAYOUT_COMMANDS) + r")(?![^\W_])")
+_FOLDED = re.compile(r"\\[dt](frac|binom)(?![^\W_])")
+
+
+def _spec_normalize(text: str) -> str:
+    text = _THOUSANDS.sub("", _FIGURE.sub(" ", text.lower()))
+    return " ".join(re.findall(r"[^\W_]+", _FOLDED.sub(r"\\\1", _LAYOUT.sub(" ", text))))
+
+
+EDGE_CASES = [
+    r"$\LEFT( x \Right)$ \Bigl[ \bigg) \leftarrow \textstylex \text_x \textbf{b}\mathrm{d}",
+    r"\displaystyle\operatorname{lcm} \displaystyles \operatornamex \\left \\\dfrac12 \tbinom",
+    "1,000,000 1,2345 12,34 1,000x 1,000_ 1,\\!000 2,\\!00 9,\\!000,\\!000 ,000 5,",
+    "a[asy]b[asy]c[/asy]d[/asy]e [asy] never closed [/ASY] [ASY]x[/ASY]y",
+    "text ends in 5",
+    ",000 starts with a separator group",
+    "ends with an open figure [asy] draw",
+    "[/asy] closes in the next text",
+    "ΟΔΟΣ İstanbul Straße naïve ½ x² ① – — … ’",
+    "",
+    "?!",
+]
+
+
+def test_vectorized_tokenizer_matches_the_rules_spelled_as_regexes() -> None:
+    texts = EDGE_CASES[:]
+    for name in ("math_train", "aime_1983_2023", "gsm8k_train"):
+        frame = _source(name)
+        texts += frame.get_column("problem" if "problem" in frame.columns else "question").to_list()
+    tokens = tokenize(pl.Series(texts + [None], dtype=pl.String))
+    for row, text in enumerate(texts):
+        first, last = int(tokens.offsets[row]), int(tokens.offsets[row + 1])
+        assert tokens.window_text(first, last - first) == _spec_normalize(text), text
+    assert tokens.offsets[-1] == tokens.offsets[-2]  # a null is an empty text
 
 
 def test_tokens_compare_exactly_even_when_hashes_collide() -> None:
