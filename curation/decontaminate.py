@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from functools import cache, partial
+from typing import TypeVar
 
 import numpy as np
 import polars as pl
@@ -45,6 +46,7 @@ from curation.benchmarks import Benchmark
 from curation.steps import StepResult
 
 RULES = ("literal", "boilerplate-aware")
+Frame = TypeVar("Frame", pl.DataFrame, pl.LazyFrame)
 DEFAULT_N = 9
 
 # LaTeX layout and font commands carry no words: `\left(` reads as `(`, `\text{cm}` as `cm`.
@@ -58,10 +60,8 @@ LAYOUT_COMMANDS = (
 FOLDED_COMMANDS = ("dfrac", "tfrac", "dbinom", "tbinom")
 
 _PACK_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [2**64 - 1], dtype=np.uint64)
-_MIX_A = np.uint64(0x9E3779B97F4A7C15)
-_MIX_B = np.uint64(0xBF58476D1CE4E5B9)
-_ROLL_BASE = np.uint64(0xD6E8FEB86659FD93)  # odd, so the rolling hash mixes every token
-_SHIFT = np.uint64(31)
+_NO_BITMAP = np.zeros(1, dtype=np.bool_)
+_NO_VALUES = np.zeros(0, dtype=np.uint64)
 _MAX_BITMAP_BITS = 24
 _BACKSLASH, _COMMA, _BANG, _BRACKET = 92, 44, 33, 91
 _ASY_OPEN, _ASY_CLOSE = b"[asy]", b"[/asy]"
@@ -181,8 +181,8 @@ def _mark_commands(data: np.ndarray, is_token: np.ndarray, backslashes: np.ndarr
 
 
 def _thousands_separators(data: np.ndarray, is_token: np.ndarray, commas: np.ndarray) -> np.ndarray:
-    """Those of the `commas` that separate thousands: `,` or `,\\!` between a digit and a group
-    of exactly three digits, so that `24,000`, `24,\\!000` and `24000` read alike."""
+    """The bytes of thousands separators among `commas`: `,` or `,\\!` between a digit and a
+    group of exactly three digits, so that `24,000`, `24,\\!000` and `24000` read alike."""
 
     def digit(at: np.ndarray) -> np.ndarray:
         return (data[at] - np.uint8(48) <= 9) & is_token[at]
@@ -190,65 +190,9 @@ def _thousands_separators(data: np.ndarray, is_token: np.ndarray, commas: np.nda
     commas = commas[digit(commas - 1)]
     bang = (data[commas + 1] == _BACKSLASH) & (data[commas + 2] == _BANG)
     first = commas + 1 + 2 * bang
-    return commas[digit(first) & digit(first + 1) & digit(first + 2) & ~is_token[first + 3]]
-
-
-def _join_groups(
-    data: np.ndarray, end: int, edges: np.ndarray, separators: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Merge the digit tokens around thousands `separators` into one token each.
-
-    `edges` alternate token starts and ends. The merged tokens' bytes are written to `data`
-    after offset `end` (a tail after the texts; `data` grows if they do not fit), so every
-    token stays one contiguous byte span. Returns data, starts, lengths, and per text
-    `byte_offsets`-style bounds are unchanged: callers compute token offsets from the
-    returned `sorted_starts` (the starts before merged tokens move to the tail).
-    """
-    starts, ends = edges[0::2], edges[1::2]
-    before = np.searchsorted(starts, separators) - 1  # the token before each separator
-    followers = before + 1
-    heads = np.setdiff1d(before, followers, assume_unique=True)
-    members = np.union1d(before, followers)
-    member_lengths = ends[members] - starts[members]
-    member_ends = np.cumsum(member_lengths)
-    member_starts = member_ends - member_lengths
-    within = np.arange(int(member_ends[-1]), dtype=np.int64) - np.repeat(
-        member_starts, member_lengths
-    )
-    tail = data[np.repeat(starts[members], member_lengths) + within]
-    if end + tail.size + 16 > data.size:
-        data = np.concatenate([data[:end], np.zeros(tail.size + 16, dtype=np.uint8)])
-    data[end : end + tail.size] = tail
-    is_head = np.isin(members, heads, assume_unique=True)
-    merged_lengths = np.bincount(np.cumsum(is_head) - 1, weights=member_lengths)
-    # drop each follower's start and the end before it: the head now spans the whole number
-    edges = np.delete(edges, np.concatenate([2 * followers - 1, 2 * followers]))
-    sorted_starts = edges[0::2]
-    lengths = edges[1::2] - sorted_starts
-    heads = heads - np.searchsorted(followers, heads)
-    starts = sorted_starts.copy()
-    starts[heads] = end + member_starts[is_head]
-    lengths[heads] = merged_lengths.astype(np.int64)
-    return data, starts, lengths, sorted_starts
-
-
-def _pack(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """A uint64 per token: its bytes (exact up to 8), further 8-byte chunks folded in, mixed."""
-    words = np.ndarray(buffer=data, dtype="<u8", shape=(data.size - 8,), strides=(1,))
-    values = words[starts] & np.take(_PACK_MASKS, np.minimum(lengths, 8))
-    with np.errstate(over="ignore"):
-        pending, chunk = np.flatnonzero(lengths > 8), 8
-        while pending.size:  # fold the further 8-byte chunks of long tokens in
-            rest = words[starts[pending] + chunk] & np.take(
-                _PACK_MASKS, np.minimum(lengths[pending] - chunk, 8)
-            )
-            values[pending] = (values[pending] * _MIX_A) ^ rest
-            chunk += 8
-            pending = pending[lengths[pending] > chunk]
-        values *= _MIX_A
-        values ^= values >> _SHIFT
-        values *= _MIX_B
-    return values
+    group = digit(first) & digit(first + 1) & digit(first + 2) & ~is_token[first + 3]
+    banged = commas[group & bang]
+    return np.concatenate([commas[group], banged + 1, banged + 2])
 
 
 @dataclass
@@ -336,35 +280,37 @@ def tokenize(texts: pl.Series) -> Tokens:
 def _tokenize_buffer(raw: np.ndarray | bytes, byte_offsets: np.ndarray | None = None) -> Tokens:
     """Tokens of lower-cased texts stored back to back in `raw`, one separator byte after
     each (text k starts at `byte_offsets[k] - 1`)."""
+    from curation.token_scan import close_gaps, pack_tokens  # Numba loads on first use
+
     raw = np.frombuffer(raw, dtype=np.uint8) if isinstance(raw, bytes) else raw
     if byte_offsets is None:
         byte_offsets = np.array([1, raw.size + 2], dtype=np.int64)
-    # a zero byte before the texts, zero padding after, then room for merged numbers
-    end = raw.size + 18
-    data = np.zeros(end + 1024 + raw.size // 64, dtype=np.uint8)
+    data = np.zeros(raw.size + 18, dtype=np.uint8)  # a zero byte before, zero padding after
     data[1 : raw.size + 1] = raw
-    text = data[:end]
     # token bytes: ASCII digits and lower-case letters, and the UTF-8 bytes of non-ASCII
     # letters and digits
-    is_token = (text - np.uint8(48) <= 9) | (text - np.uint8(97) <= 25) | (text >= 128)
-    _mark_non_ascii_separators(text, is_token)
-    special = np.flatnonzero((text == _COMMA) | (text == _BACKSLASH) | (text == _BRACKET))
+    is_token = (data - np.uint8(48) <= 9) | (data - np.uint8(97) <= 25) | (data >= 128)
+    _mark_non_ascii_separators(data, is_token)
+    special = np.flatnonzero((data == _COMMA) | (data == _BACKSLASH) | (data == _BRACKET))
     kind = data[special]
     brackets = special[kind == _BRACKET]
     if brackets.size:
         _mark_figures(data, is_token, brackets, byte_offsets)
     _mark_commands(data, is_token, special[kind == _BACKSLASH])
-    separators = _thousands_separators(data, is_token, special[kind == _COMMA])
+    glue = _thousands_separators(data, is_token, special[kind == _COMMA])
+    in_run = is_token.copy()
+    in_run[glue] = True  # a separator joins the digit groups around it into one run
     # runs of token bytes: data starts and ends with non-token bytes, so edges alternate
-    edges = np.flatnonzero(is_token[1:] != is_token[:-1])
+    edges = np.flatnonzero(in_run[1:] != in_run[:-1])
     edges += 1
-    if separators.size:
-        data, starts, lengths, sorted_starts = _join_groups(data, end, edges, separators)
-    else:
-        starts = sorted_starts = edges[0::2]
-        lengths = edges[1::2] - starts
-    offsets = np.searchsorted(sorted_starts, byte_offsets).astype(np.int64)
-    return Tokens(data, starts, lengths, offsets, _pack(data, starts, lengths))
+    starts = edges[0::2].copy()
+    lengths = edges[1::2] - starts
+    if glue.size:  # numbers with separators: move their digits together
+        glued = np.unique(np.searchsorted(starts, glue, side="right") - 1)
+        close_gaps(data, is_token, starts, lengths, glued)
+    offsets = np.searchsorted(starts, byte_offsets).astype(np.int64)
+    words = np.ndarray(buffer=data, dtype="<u8", shape=(data.size - 8,), strides=(1,))
+    return Tokens(data, starts, lengths, offsets, pack_tokens(words, starts, lengths))
 
 
 def normalize_text(text: str) -> str:
@@ -409,34 +355,28 @@ def rolling_windows(
 ) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """Hash every window of each probed length and keep those that fall in its set.
 
-    The window hash is a polynomial over token values (mod 2**64), built one token at a
-    time, so windows of every length 1..max come out of the same pass. Returns, per length,
-    `(first_token, window_hash)` of windows inside one text whose hash is in the set (all
-    windows when the set is None). Candidates only: callers verify them exactly.
+    Returns, per length, `(first_token, window_hash)` of windows inside one text whose hash
+    is in the set (all windows when the set is None); see `token_scan.window_hits`.
+    Candidates only: callers verify them exactly.
     """
-    values, offsets = tokens.values, tokens.offsets
-    total = values.shape[0]
-    empty = (np.empty(0, np.int64), np.empty(0, np.uint64))
-    if not probes or total == 0:
-        return dict.fromkeys(probes, empty)
-    acc = values.copy()
+    from curation.token_scan import window_hits
+
     out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    with np.errstate(over="ignore"):
-        for length in range(1, max(probes) + 1):
-            if length > 1:
-                if acc.size <= 1:
-                    out.update(dict.fromkeys([k for k in probes if k >= length], empty))
-                    break
-                acc = acc[:-1]
-                acc *= _ROLL_BASE
-                acc += values[length - 1 :]
-            if length not in probes:
-                continue
-            target = probes[length]
-            idx = np.arange(acc.size, dtype=np.int64) if target is None else target.positions(acc)
-            ends = offsets[np.searchsorted(offsets, idx, side="right")]  # end of idx's text
-            idx = idx[idx + length <= ends]
-            out[length] = (idx, acc[idx])
+    for length, target in probes.items():
+        if target is None:
+            out[length] = window_hits(
+                tokens.values, tokens.offsets, length, _NO_BITMAP, np.uint64(63), _NO_VALUES, True
+            )
+        else:
+            out[length] = window_hits(
+                tokens.values,
+                tokens.offsets,
+                length,
+                target.bitmap,
+                target.shift,
+                target.sorted,
+                False,
+            )
     return out
 
 
@@ -449,6 +389,8 @@ def anchored_windows(
     first tokens, so one membership pass finds every possible start, and their short window
     hashes are built there alone instead of over every token of every row.
     """
+    from curation.token_scan import ROLL_BASE
+
     values, offsets = tokens.values, tokens.offsets
     starts = anchors.positions(values)
     ends = offsets[np.searchsorted(offsets, starts, side="right")]
@@ -459,7 +401,7 @@ def anchored_windows(
             if length > 1:
                 fits = starts + length <= ends
                 starts, ends, acc = starts[fits], ends[fits], acc[fits]
-                acc = acc * _ROLL_BASE + values[starts + length - 1]
+                acc = acc * ROLL_BASE + values[starts + length - 1]
             if length in probes:
                 hit = probes[length].positions(acc)
                 out[length] = (starts[hit], acc[hit])
@@ -495,6 +437,11 @@ class BenchmarkIndex:
     probes: dict[int, HashSet]
     anchors: HashSet  # first tokens of the items shorter than n
     benchmarks: list[Benchmark]
+    # per length: the distinct n-grams sorted by hash (hash, gram id, one occurrence's first
+    # token); per gram id: its items (CSR: items[item_offsets[g] : item_offsets[g + 1]])
+    lookup: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]
+    item_offsets: np.ndarray
+    item_ids: np.ndarray
 
     @classmethod
     def build(cls, benchmarks: Sequence[Benchmark], n: int = DEFAULT_N) -> BenchmarkIndex:
@@ -562,7 +509,31 @@ class BenchmarkIndex:
         }
         short_firsts = grams.filter(pl.col("length") < n)["first"].to_numpy()
         anchors = HashSet(tokens.values[short_firsts])
-        return cls(n, grams, gram_table, items_frame, tokens, probes, anchors, list(benchmarks))
+        lookup = {
+            int(length): (
+                part["gram_hash"].to_numpy(),
+                part["gram"].to_numpy(),
+                part["first"].to_numpy(),
+            )
+            for (length,), part in gram_table.sort("gram_hash").group_by("length")
+        }
+        pairs = grams.select("gram", "item").unique().sort("gram", "item")
+        item_offsets = np.searchsorted(
+            pairs["gram"].to_numpy(), np.arange(gram_table.height + 1, dtype=np.int64)
+        )
+        return cls(
+            n,
+            grams,
+            gram_table,
+            items_frame,
+            tokens,
+            probes,
+            anchors,
+            list(benchmarks),
+            lookup,
+            item_offsets,
+            pairs["item"].to_numpy(),
+        )
 
 
 def find_overlaps(
@@ -583,42 +554,42 @@ def find_overlaps(
     short = {length: probe for length, probe in index.probes.items() if length < n}
     if short:
         windows.update(anchored_windows(tokens, short, index.anchors))
-    frames = []
+    found_firsts, found_grams = [], []
     for length, (firsts, gram_hashes) in windows.items():
         if firsts.size == 0:
             continue
-        # verify each window once against the distinct n-gram(s) with its hash ...
-        cand = pl.DataFrame({"first_row": firsts, "gram_hash": gram_hashes}).join(
-            index.gram_table.filter(pl.col("length") == length).select(
-                "gram_hash", "first", "gram"
-            ),
-            on="gram_hash",
-            how="inner",
-        )
-        mine = cand["first_row"].to_numpy()
-        theirs = cand["first"].to_numpy()
+        # each window against the distinct n-gram(s) with its hash, verified token by token
+        table_hash, table_gram, table_first = index.lookup[length]
+        lo = np.searchsorted(table_hash, gram_hashes, side="left")
+        count = np.searchsorted(table_hash, gram_hashes, side="right") - lo
+        mine, at = np.repeat(firsts, count), _expand(lo, count)
+        theirs = table_first[at]
         same = np.ones(mine.size, dtype=np.bool_)
         for k in range(length):
             same &= tokens.equal(mine + k, index.tokens, theirs + k)
-        mine = mine[same]
-        rows = np.searchsorted(tokens.offsets, mine, side="right") - 1
-        frames.append(
-            pl.DataFrame(
-                {
-                    "row": rows,
-                    "start": mine - tokens.offsets[rows],
-                    "gram": cand["gram"].filter(pl.Series(same)),
-                }
-            )
-        )
-    schema = {"row": pl.Int64, "start": pl.Int64, "item": pl.Int64, "gram": pl.Int64}
-    if not frames:
-        return pl.DataFrame(schema=schema)
-    # ... then expand to every item holding that n-gram
-    found = pl.concat(
-        [f.cast({"row": pl.Int64, "start": pl.Int64, "gram": pl.Int64}) for f in frames]
+        found_firsts.append(mine[same])
+        found_grams.append(table_gram[at[same]])
+    mine = np.concatenate([np.empty(0, np.int64), *found_firsts])
+    gram = np.concatenate([np.empty(0, np.int64), *found_grams])
+    rows = np.searchsorted(tokens.offsets, mine, side="right") - 1
+    # then every item holding that n-gram
+    first_item = index.item_offsets[gram]
+    count = index.item_offsets[gram + 1] - first_item
+    return pl.DataFrame(
+        {
+            "row": np.repeat(rows, count),
+            "start": np.repeat(mine - tokens.offsets[rows], count),
+            "item": index.item_ids[_expand(first_item, count)],
+            "gram": np.repeat(gram, count),
+        },
+        schema={"row": pl.Int64, "start": pl.Int64, "item": pl.Int64, "gram": pl.Int64},
     )
-    return found.join(index.grams.select("gram", "item"), on="gram").select(*schema).cast(schema)
+
+
+def _expand(firsts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The ranges firsts[i] .. firsts[i] + counts[i] - 1, concatenated."""
+    ends = np.cumsum(counts)
+    return np.repeat(firsts - ends + counts, counts) + np.arange(int(ends[-1]) if ends.size else 0)
 
 
 def build_stock_ngrams(
@@ -726,36 +697,38 @@ MEASURE_COLUMNS = {
 }
 
 
-def _copy_rows(overlaps: pl.DataFrame, index: BenchmarkIndex, rule: ContaminationRule) -> pl.Series:
-    """Rows that cover `copy_coverage` of some item (or share `copy_hits` n-grams with it)."""
-    hits = (
-        overlaps.group_by("row", "item")
-        .agg(decontam_hits=pl.col("gram").n_unique().cast(pl.Int64))
-        .join(index.items.select("item", "item_ngrams"), on="item")
-        .with_columns(decontam_coverage=pl.col("decontam_hits") / pl.col("item_ngrams"))
-    )
-    return hits.filter(
-        (pl.col("decontam_coverage") >= rule.copy_coverage)
-        | (pl.col("decontam_hits") >= (rule.copy_hits or 2**62))
-    )["row"].unique()
-
-
 def document_grams(
     overlaps: pl.DataFrame, index: BenchmarkIndex, rule: ContaminationRule, row_keys: np.ndarray
 ) -> pl.DataFrame:
     """Distinct (`gram`, `key`) pairs: which input texts (by key) hold each shared n-gram.
 
-    Rows that are clear copies are left out, so copies never make their own item look like
+    Rows that are clear copies (they cover `copy_coverage` of some item, or share `copy_hits`
+    n-grams with it) are left out, so copies never make their own item look like
     boilerplate. Depends on each row alone, so it can run per chunk of rows; the union of
     the chunks' pairs gives the global document frequencies (`stock_grams`).
     `row_keys[row]` is a hash of the row's text (identical texts count once).
     """
-    seen = overlaps.select("row", "gram").unique()
-    seen = seen.filter(~pl.col("row").is_in(_copy_rows(overlaps, index, rule).implode()))
+    found = overlaps.lazy().select("row", "item", "gram")
+    copies = (
+        found.group_by("row", "item")
+        .agg(hits=pl.col("gram").n_unique())
+        .join(index.items.lazy().select("item", "item_ngrams"), on="item")
+        .filter(
+            (pl.col("hits") / pl.col("item_ngrams") >= rule.copy_coverage)
+            | (pl.col("hits") >= (rule.copy_hits or 2**62))
+        )
+        .select("row")
+        .unique()
+    )
+    keys = pl.LazyFrame({"row": np.arange(row_keys.size), "key": row_keys})
     return (
-        seen.with_columns(key=pl.Series(row_keys[seen["row"].to_numpy()], dtype=pl.UInt64))
+        found.select("row", "gram")
+        .unique()
+        .join(copies, on="row", how="anti")
+        .join(keys, on="row")
         .select("gram", "key")
         .unique()
+        .collect()
     )
 
 
@@ -792,15 +765,15 @@ def measure_rows(
     """
     if overlaps.height == 0:
         return pl.DataFrame(schema={"row": pl.Int64, **MEASURE_COLUMNS})
-    overlaps = overlaps.select("row", "start", "item", "gram")
-    items = index.items.select("item", "item_ngrams")
     if rule.ignore_stock and stock is not None:
-        overlaps = overlaps.with_columns(stock=pl.col("gram").is_in(stock.implode()))
+        is_stock = pl.col("gram").is_in(stock.implode())
     else:
-        overlaps = overlaps.with_columns(stock=pl.lit(False))
-    # one pass per (row, item): counts, and one shared n-gram (the first informative one)
+        is_stock = pl.lit(False)
+    # one pass per (row, item): counts, and one shared n-gram (the first informative one);
+    # a single lazy query, since per-call overhead dominates on a chunk's few overlaps
     per_item = (
-        overlaps.with_columns(order=pl.col("stock").cast(pl.Int64) * (1 << 40) + pl.col("start"))
+        overlaps.lazy()
+        .select("row", "start", "item", "gram", stock=is_stock)
         .group_by("row", "item")
         .agg(
             decontam_hits=pl.col("gram").n_unique().cast(pl.Int64),
@@ -808,9 +781,11 @@ def measure_rows(
             .filter(~pl.col("stock"))
             .n_unique()
             .cast(pl.Int64),
-            gram=pl.col("gram").get(pl.col("order").arg_min()),
+            gram=pl.col("gram").get(
+                (pl.col("stock").cast(pl.Int64) * (1 << 40) + pl.col("start")).arg_min()
+            ),
         )
-        .join(items, on="item")
+        .join(index.items.lazy().select("item", "item_ngrams"), on="item")
         .with_columns(decontam_coverage=pl.col("decontam_hits") / pl.col("item_ngrams"))
     )
     best = (
@@ -828,10 +803,13 @@ def measure_rows(
         .first()
     )
     return (
-        best.join(index.items.select("item", "benchmark", "benchmark_id"), on="item", how="left")
-        .join(index.gram_table.select("gram", "ngram"), on="gram", how="left")
+        best.join(
+            index.items.lazy().select("item", "benchmark", "benchmark_id"), on="item", how="left"
+        )
+        .join(index.gram_table.lazy().select("gram", "ngram"), on="gram", how="left")
         .select("row", *MEASURE_COLUMNS)
         .sort("row")
+        .collect()
     )
 
 
@@ -857,7 +835,7 @@ def measure(
     return measure_rows(overlaps, index, rule, stock_ids)
 
 
-def decide(measured: pl.DataFrame, rule: ContaminationRule) -> pl.DataFrame:
+def decide(measured: Frame, rule: ContaminationRule) -> Frame:
     """Add `contaminated` from the measurement columns (re-runnable with other thresholds)."""
     hits = "decontam_informative_hits" if rule.ignore_stock else "decontam_hits"
     verdict = pl.col(hits) >= rule.min_hits

@@ -123,7 +123,8 @@ def _text_buffers(texts: pl.Series) -> tuple[np.ndarray, np.ndarray]:
     arr = texts.cast(pl.String).fill_null("").to_arrow()
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
-    arr = arr.cast(pa.large_string())
+    if arr.type != pa.large_string():  # a same-type cast still copies
+        arr = arr.cast(pa.large_string())
     _, off_buf, data_buf = arr.buffers()
     offsets = np.frombuffer(off_buf, dtype=np.int64)[arr.offset : arr.offset + len(arr) + 1]
     if data_buf is None:
