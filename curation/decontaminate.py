@@ -36,7 +36,6 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from functools import cache, partial
-from typing import TypeVar
 
 import numpy as np
 import polars as pl
@@ -46,7 +45,6 @@ from curation.benchmarks import Benchmark
 from curation.steps import StepResult
 
 RULES = ("literal", "boilerplate-aware")
-Frame = TypeVar("Frame", pl.DataFrame, pl.LazyFrame)
 DEFAULT_N = 9
 
 # LaTeX layout and font commands carry no words: `\left(` reads as `(`, `\text{cm}` as `cm`.
@@ -489,6 +487,7 @@ class BenchmarkIndex:
                 pl.col("ngram", "gram_hash", "length", "first").first(),
                 bench_df=pl.col("benchmark").n_unique().cast(pl.Int64),
             )
+            .sort("gram")  # ids are dense, so row k holds gram k
         )
         per_item = grams.group_by("item").agg(item_ngrams=pl.len().cast(pl.Int64))
         items_frame = (
@@ -502,6 +501,7 @@ class BenchmarkIndex:
             )
             .join(per_item, on="item", how="left")
             .with_columns(pl.col("item_ngrams").fill_null(0))
+            .sort("item")  # row k holds item k
         )
         probes = {
             int(length): HashSet(part["gram_hash"].to_numpy())
@@ -697,6 +697,55 @@ MEASURE_COLUMNS = {
 }
 
 
+@dataclass
+class ItemOverlaps:
+    """Overlaps summed per (row, item), sorted by row then item: `hits` (distinct shared
+    n-grams), `informative` (those not stock), `gram` (the first informative one by
+    position, else the first), `coverage` (hits / the item's n-grams)."""
+
+    row: np.ndarray
+    item: np.ndarray
+    hits: np.ndarray
+    informative: np.ndarray
+    gram: np.ndarray
+    coverage: np.ndarray
+
+    @classmethod
+    def of(
+        cls, overlaps: pl.DataFrame, index: BenchmarkIndex, is_stock: np.ndarray | None = None
+    ) -> ItemOverlaps:
+        """`is_stock[gram]` marks stock n-grams (None: none are)."""
+        row, start, item, gram = (overlaps[c].to_numpy() for c in ("row", "start", "item", "gram"))
+        key = row * index.items.height + item
+        stock = is_stock[gram] if is_stock is not None else np.zeros(gram.size, dtype=np.bool_)
+        # distinct (key, gram) pairs, then per key
+        order = np.lexsort((gram, key))
+        key_s, gram_s = key[order], gram[order]
+        new_pair = np.ones(key_s.size, dtype=np.bool_)
+        new_pair[1:] = (key_s[1:] != key_s[:-1]) | (gram_s[1:] != gram_s[:-1])
+        pair_key, pair_stock = key_s[new_pair], stock[order][new_pair]
+        new_key = np.ones(pair_key.size, dtype=np.bool_)
+        new_key[1:] = pair_key[1:] != pair_key[:-1]
+        group = np.cumsum(new_key) - 1
+        keys = pair_key[new_key]
+        hits = np.bincount(group).astype(np.int64)
+        informative = np.bincount(group, weights=~pair_stock, minlength=keys.size).astype(np.int64)
+        # the representative n-gram: informative first, then earliest in the row
+        first = np.lexsort((start, stock, key))
+        leads = np.ones(first.size, dtype=np.bool_)
+        leads[1:] = key[first][1:] != key[first][:-1]
+        rows, items = np.divmod(keys, index.items.height)
+        coverage = hits / index.items["item_ngrams"].to_numpy()[items]
+        return cls(rows, items, hits, informative, gram[first[leads]], coverage)
+
+    def contaminated(self, rule: ContaminationRule) -> np.ndarray:
+        """`decide` on these arrays."""
+        verdict = (self.informative if rule.ignore_stock else self.hits) >= rule.min_hits
+        if rule.min_coverage is not None:
+            verdict |= self.coverage >= rule.min_coverage
+        return verdict
+
+
 def document_grams(
     overlaps: pl.DataFrame, index: BenchmarkIndex, rule: ContaminationRule, row_keys: np.ndarray
 ) -> pl.DataFrame:
@@ -708,28 +757,17 @@ def document_grams(
     the chunks' pairs gives the global document frequencies (`stock_grams`).
     `row_keys[row]` is a hash of the row's text (identical texts count once).
     """
-    found = overlaps.lazy().select("row", "item", "gram")
-    copies = (
-        found.group_by("row", "item")
-        .agg(hits=pl.col("gram").n_unique())
-        .join(index.items.lazy().select("item", "item_ngrams"), on="item")
-        .filter(
-            (pl.col("hits") / pl.col("item_ngrams") >= rule.copy_coverage)
-            | (pl.col("hits") >= (rule.copy_hits or 2**62))
-        )
-        .select("row")
-        .unique()
+    if overlaps.height == 0:
+        return pl.DataFrame(schema={"gram": pl.Int64, "key": pl.UInt64})
+    per_item = ItemOverlaps.of(overlaps, index)
+    copy = (per_item.coverage >= rule.copy_coverage) | (per_item.hits >= (rule.copy_hits or 2**62))
+    row, gram = overlaps["row"].to_numpy(), overlaps["gram"].to_numpy()
+    keep = ~np.isin(row, per_item.row[copy])
+    pairs = pl.DataFrame(
+        {"gram": gram[keep], "key": row_keys[row[keep]]},
+        schema={"gram": pl.Int64, "key": pl.UInt64},
     )
-    keys = pl.LazyFrame({"row": np.arange(row_keys.size), "key": row_keys})
-    return (
-        found.select("row", "gram")
-        .unique()
-        .join(copies, on="row", how="anti")
-        .join(keys, on="row")
-        .select("gram", "key")
-        .unique()
-        .collect()
-    )
+    return pairs.unique()
 
 
 def stock_grams(
@@ -761,55 +799,34 @@ def measure_rows(
 ) -> pl.DataFrame:
     """Per-row measurements and decision, given the stock n-gram ids (`stock_grams`).
 
-    Each row's result depends only on its own overlaps, so this runs per chunk of rows.
+    Each row's result depends only on its own overlaps, so this runs per chunk of rows
+    (in NumPy: on a chunk's few overlaps, a dozen Polars calls cost more in overhead).
     """
     if overlaps.height == 0:
         return pl.DataFrame(schema={"row": pl.Int64, **MEASURE_COLUMNS})
+    is_stock = None
     if rule.ignore_stock and stock is not None:
-        is_stock = pl.col("gram").is_in(stock.implode())
-    else:
-        is_stock = pl.lit(False)
-    # one pass per (row, item): counts, and one shared n-gram (the first informative one);
-    # a single lazy query, since per-call overhead dominates on a chunk's few overlaps
-    per_item = (
-        overlaps.lazy()
-        .select("row", "start", "item", "gram", stock=is_stock)
-        .group_by("row", "item")
-        .agg(
-            decontam_hits=pl.col("gram").n_unique().cast(pl.Int64),
-            decontam_informative_hits=pl.col("gram")
-            .filter(~pl.col("stock"))
-            .n_unique()
-            .cast(pl.Int64),
-            gram=pl.col("gram").get(
-                (pl.col("stock").cast(pl.Int64) * (1 << 40) + pl.col("start")).arg_min()
-            ),
-        )
-        .join(index.items.lazy().select("item", "item_ngrams"), on="item")
-        .with_columns(decontam_coverage=pl.col("decontam_hits") / pl.col("item_ngrams"))
-    )
-    best = (
-        decide(per_item, rule)
-        .sort(
-            "row",
-            "contaminated",
-            "decontam_informative_hits",
-            "decontam_coverage",
-            "decontam_hits",
-            "item",
-            descending=[False, True, True, True, True, False],
-        )
-        .group_by("row", maintain_order=True)
-        .first()
-    )
-    return (
-        best.join(
-            index.items.lazy().select("item", "benchmark", "benchmark_id"), on="item", how="left"
-        )
-        .join(index.gram_table.lazy().select("gram", "ngram"), on="gram", how="left")
-        .select("row", *MEASURE_COLUMNS)
-        .sort("row")
-        .collect()
+        is_stock = np.zeros(index.gram_table.height, dtype=np.bool_)
+        is_stock[stock.to_numpy()] = True
+    m = ItemOverlaps.of(overlaps, index, is_stock)
+    contaminated = m.contaminated(rule)
+    # per row, the item that makes it contaminated if any, else the most informative hits,
+    # then the highest coverage, then the most hits, then the first item
+    order = np.lexsort((m.item, -m.hits, -m.coverage, -m.informative, ~contaminated, m.row))
+    best = order[np.r_[True, m.row[order][1:] != m.row[order][:-1]]]
+    item, gram = m.item[best], m.gram[best]
+    return pl.DataFrame(
+        {
+            "row": m.row[best],
+            "decontam_hits": m.hits[best],
+            "decontam_informative_hits": m.informative[best],
+            "decontam_coverage": m.coverage[best],
+            "benchmark": index.items["benchmark"].gather(item),
+            "benchmark_id": index.items["benchmark_id"].gather(item),
+            "ngram": index.gram_table["ngram"].gather(gram),
+            "contaminated": contaminated[best],
+        },
+        schema={"row": pl.Int64, **MEASURE_COLUMNS},
     )
 
 
@@ -835,7 +852,7 @@ def measure(
     return measure_rows(overlaps, index, rule, stock_ids)
 
 
-def decide(measured: Frame, rule: ContaminationRule) -> Frame:
+def decide(measured: pl.DataFrame, rule: ContaminationRule) -> pl.DataFrame:
     """Add `contaminated` from the measurement columns (re-runnable with other thresholds)."""
     hits = "decontam_informative_hits" if rule.ignore_stock else "decontam_hits"
     verdict = pl.col(hits) >= rule.min_hits
