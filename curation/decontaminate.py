@@ -42,6 +42,7 @@ import polars as pl
 import pyarrow as pa
 
 from curation.benchmarks import Benchmark
+from curation.sorted_sets import sorted_isin, sorted_unique
 from curation.steps import StepResult
 
 RULES = ("literal", "boilerplate-aware")
@@ -304,7 +305,7 @@ def _tokenize_buffer(raw: np.ndarray | bytes, byte_offsets: np.ndarray | None = 
     starts = edges[0::2].copy()
     lengths = edges[1::2] - starts
     if glue.size:  # numbers with separators: move their digits together
-        glued = np.unique(np.searchsorted(starts, glue, side="right") - 1)
+        glued = sorted_unique(np.searchsorted(starts, glue, side="right") - 1)
         close_gaps(data, is_token, starts, lengths, glued)
     offsets = np.searchsorted(starts, byte_offsets).astype(np.int64)
     words = np.ndarray(buffer=data, dtype="<u8", shape=(data.size - 8,), strides=(1,))
@@ -321,7 +322,7 @@ class HashSet:
     """A sorted uint64 set with a bitmap prefilter: bulk membership in ~1 gather per probe."""
 
     def __init__(self, values: np.ndarray) -> None:
-        self.sorted = np.unique(values.astype(np.uint64))
+        self.sorted = sorted_unique(values.astype(np.uint64))
         bits = int(min(_MAX_BITMAP_BITS, max(10, np.ceil(np.log2(self.sorted.size * 64 + 1)))))
         self.shift = np.uint64(64 - bits)
         self.bitmap = np.zeros(1 << bits, dtype=np.bool_)
@@ -762,7 +763,7 @@ def document_grams(
     per_item = ItemOverlaps.of(overlaps, index)
     copy = (per_item.coverage >= rule.copy_coverage) | (per_item.hits >= (rule.copy_hits or 2**62))
     row, gram = overlaps["row"].to_numpy(), overlaps["gram"].to_numpy()
-    keep = ~np.isin(row, per_item.row[copy])
+    keep = ~sorted_isin(row, per_item.row[copy])
     pairs = pl.DataFrame(
         {"gram": gram[keep], "key": row_keys[row[keep]]},
         schema={"gram": pl.Int64, "key": pl.UInt64},

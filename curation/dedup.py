@@ -56,6 +56,7 @@ import polars as pl
 import pyarrow as pa
 import xxhash
 
+from curation.sorted_sets import sorted_isin, sorted_union, sorted_unique
 from curation.steps import StepResult
 
 Scheme = Literal["oph", "classic"]
@@ -551,11 +552,11 @@ def exact_dedup(
     _, labels = np.unique(norm.hash(seed=0).to_numpy(), return_inverse=True)
     labels = labels.astype(np.int64)
     has_ref = _reference_mask(df, reference_columns)
-    kept, dropped, _ = _split(
+    kept, dropped, rep = _split(
         df, labels, has_ref, id_column=id_column, reason="exact_duplicate", prefix="exact:"
     )
     if dropped.height:
-        keys = normalize_text(dropped.get_column(text_column)).to_list()
+        keys = norm.gather(np.flatnonzero(rep != np.arange(len(rep)))).to_list()
         dropped = dropped.with_columns(
             pl.Series("exact_key", [xxhash.xxh3_64_hexdigest(k.encode()) for k in keys], pl.String)
         )
@@ -623,10 +624,15 @@ def _agreement(sig: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
+def _pack_ordered(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Ordered pairs of indices below 2**32 as uint64 (a << 32 | b)."""
+    return (a.astype(np.uint64) << np.uint64(32)) | b.astype(np.uint64)
+
+
 def _pack_pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Unordered pairs as sorted unique uint64 (low index << 32 | high index)."""
     lo, hi = np.minimum(a, b).astype(np.uint64), np.maximum(a, b).astype(np.uint64)
-    return np.unique((lo << np.uint64(32)) | hi)
+    return sorted_unique((lo << np.uint64(32)) | hi)
 
 
 def _components(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -726,7 +732,7 @@ def near_dedup(
         h ^= side
         a, b = _star_edges(h ^ _mix64(answer_hash.copy()), all_rows)
         packed = _pack_pairs(a, b)
-        same = [np.union1d(same[0], packed)] if same else [packed]
+        same = [sorted_union(same[0], packed)] if same else [packed]
         if use_answer and no_answer.any() and (~no_answer).any():
             a, b = _star_edges(h, answered_first)  # a row without answer -> answered row
             cross = no_answer[a] & ~no_answer[b]
@@ -759,17 +765,18 @@ def near_dedup(
     attached = ambiguous = 0
     links = _pack_pairs(np.concatenate(link_a), np.concatenate(link_b)) if link_a else None
     la, lb, link_candidates = verified(
-        np.unique(links) if links is not None else np.zeros(0, np.uint64)
+        links if links is not None else np.zeros(0, np.uint64)  # already sorted and unique
     )
     if len(la):
         la, lb = np.where(no_answer[la], la, lb), np.where(no_answer[la], lb, la)  # null first
         comp_has_answer = np.zeros(n, dtype=bool)
         np.logical_or.at(comp_has_answer, labels, ~no_answer)
-        pairs = np.unique(np.stack([labels[la], labels[lb]], axis=1), axis=0)
+        packed = sorted_unique(_pack_ordered(labels[la], labels[lb]))
+        pairs = np.stack([packed >> np.uint64(32), packed & _MASK32], axis=1).astype(np.int64)
         pairs = pairs[~comp_has_answer[pairs[:, 0]]]
         null_comp, counts = np.unique(pairs[:, 0], return_counts=True)
         single = null_comp[counts == 1]
-        target = pairs[np.isin(pairs[:, 0], single)]
+        target = pairs[sorted_isin(pairs[:, 0], single)]
         remap = np.arange(n, dtype=np.int64)
         remap[target[:, 0]] = target[:, 1]
         labels = remap[labels]
