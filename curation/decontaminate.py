@@ -59,8 +59,10 @@ LAYOUT_COMMANDS = (
 FOLDED_COMMANDS = ("dfrac", "tfrac", "dbinom", "tbinom")
 
 _PACK_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [2**64 - 1], dtype=np.uint64)
-_NO_BITMAP = np.zeros(1, dtype=np.bool_)
-_NO_VALUES = np.zeros(0, dtype=np.uint64)
+_MIX_A = np.uint64(0x9E3779B97F4A7C15)
+_MIX_B = np.uint64(0xBF58476D1CE4E5B9)
+_ROLL_BASE = np.uint64(0xD6E8FEB86659FD93)  # odd, so the rolling hash mixes every token
+_SHIFT = np.uint64(31)
 _MAX_BITMAP_BITS = 24
 _BACKSLASH, _COMMA, _BANG, _BRACKET = 92, 44, 33, 91
 _ASY_OPEN, _ASY_CLOSE = b"[asy]", b"[/asy]"
@@ -194,6 +196,43 @@ def _thousands_separators(data: np.ndarray, is_token: np.ndarray, commas: np.nda
     return np.concatenate([commas[group], banged + 1, banged + 2])
 
 
+def _pack(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """A uint64 per token: its bytes (exact up to 8), further 8-byte chunks folded in, mixed."""
+    words = np.ndarray(buffer=data, dtype="<u8", shape=(data.size - 8,), strides=(1,))
+    values = words[starts] & np.take(_PACK_MASKS, np.minimum(lengths, 8))
+    with np.errstate(over="ignore"):
+        pending, chunk = np.flatnonzero(lengths > 8), 8
+        while pending.size:  # fold the further 8-byte chunks of long tokens in
+            rest = words[starts[pending] + chunk] & np.take(
+                _PACK_MASKS, np.minimum(lengths[pending] - chunk, 8)
+            )
+            values[pending] = (values[pending] * _MIX_A) ^ rest
+            chunk += 8
+            pending = pending[lengths[pending] > chunk]
+        values *= _MIX_A
+        values ^= values >> _SHIFT
+        values *= _MIX_B
+    return values
+
+
+def _close_gaps(
+    data: np.ndarray,
+    is_token: np.ndarray,
+    starts: np.ndarray,
+    lengths: np.ndarray,
+    which: np.ndarray,
+) -> None:
+    """Make the tokens `which` contiguous: move their token bytes left over the non-token
+    bytes inside them (thousands separators) and shorten `lengths` to match."""
+    spans = _expand(starts[which], lengths[which])  # every byte of these tokens
+    owner = np.repeat(np.arange(which.size), lengths[which])
+    keep = is_token[spans]
+    new_lengths = np.bincount(owner[keep], minlength=which.size).astype(np.int64)
+    rank = np.arange(int(keep.sum())) - np.repeat(np.cumsum(new_lengths) - new_lengths, new_lengths)
+    data[starts[which][owner[keep]] + rank] = data[spans[keep]]
+    lengths[which] = new_lengths
+
+
 @dataclass
 class Tokens:
     """The word tokens of a batch of texts, located in one UTF-8 buffer.
@@ -279,8 +318,6 @@ def tokenize(texts: pl.Series) -> Tokens:
 def _tokenize_buffer(raw: np.ndarray | bytes, byte_offsets: np.ndarray | None = None) -> Tokens:
     """Tokens of lower-cased texts stored back to back in `raw`, one separator byte after
     each (text k starts at `byte_offsets[k] - 1`)."""
-    from curation.token_scan import close_gaps, pack_tokens  # Numba loads on first use
-
     raw = np.frombuffer(raw, dtype=np.uint8) if isinstance(raw, bytes) else raw
     if byte_offsets is None:
         byte_offsets = np.array([1, raw.size + 2], dtype=np.int64)
@@ -306,10 +343,9 @@ def _tokenize_buffer(raw: np.ndarray | bytes, byte_offsets: np.ndarray | None = 
     lengths = edges[1::2] - starts
     if glue.size:  # numbers with separators: move their digits together
         glued = sorted_unique(np.searchsorted(starts, glue, side="right") - 1)
-        close_gaps(data, is_token, starts, lengths, glued)
+        _close_gaps(data, is_token, starts, lengths, glued)
     offsets = np.searchsorted(starts, byte_offsets).astype(np.int64)
-    words = np.ndarray(buffer=data, dtype="<u8", shape=(data.size - 8,), strides=(1,))
-    return Tokens(data, starts, lengths, offsets, pack_tokens(words, starts, lengths))
+    return Tokens(data, starts, lengths, offsets, _pack(data, starts, lengths))
 
 
 def normalize_text(text: str) -> str:
@@ -354,28 +390,34 @@ def rolling_windows(
 ) -> dict[int, tuple[np.ndarray, np.ndarray]]:
     """Hash every window of each probed length and keep those that fall in its set.
 
-    Returns, per length, `(first_token, window_hash)` of windows inside one text whose hash
-    is in the set (all windows when the set is None); see `token_scan.window_hits`.
-    Candidates only: callers verify them exactly.
+    The window hash is a polynomial over token values (mod 2**64), built one token at a
+    time, so windows of every length 1..max come out of the same pass. Returns, per length,
+    `(first_token, window_hash)` of windows inside one text whose hash is in the set (all
+    windows when the set is None). Candidates only: callers verify them exactly.
     """
-    from curation.token_scan import window_hits
-
+    values, offsets = tokens.values, tokens.offsets
+    total = values.shape[0]
+    empty = (np.empty(0, np.int64), np.empty(0, np.uint64))
+    if not probes or total == 0:
+        return dict.fromkeys(probes, empty)
+    acc = values.copy()
     out: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    for length, target in probes.items():
-        if target is None:
-            out[length] = window_hits(
-                tokens.values, tokens.offsets, length, _NO_BITMAP, np.uint64(63), _NO_VALUES, True
-            )
-        else:
-            out[length] = window_hits(
-                tokens.values,
-                tokens.offsets,
-                length,
-                target.bitmap,
-                target.shift,
-                target.sorted,
-                False,
-            )
+    with np.errstate(over="ignore"):
+        for length in range(1, max(probes) + 1):
+            if length > 1:
+                if acc.size <= 1:
+                    out.update(dict.fromkeys([k for k in probes if k >= length], empty))
+                    break
+                acc = acc[:-1]
+                acc *= _ROLL_BASE
+                acc += values[length - 1 :]
+            if length not in probes:
+                continue
+            target = probes[length]
+            idx = np.arange(acc.size, dtype=np.int64) if target is None else target.positions(acc)
+            ends = offsets[np.searchsorted(offsets, idx, side="right")]  # end of idx's text
+            idx = idx[idx + length <= ends]
+            out[length] = (idx, acc[idx])
     return out
 
 
@@ -388,8 +430,6 @@ def anchored_windows(
     first tokens, so one membership pass finds every possible start, and their short window
     hashes are built there alone instead of over every token of every row.
     """
-    from curation.token_scan import ROLL_BASE
-
     values, offsets = tokens.values, tokens.offsets
     starts = anchors.positions(values)
     ends = offsets[np.searchsorted(offsets, starts, side="right")]
@@ -400,7 +440,7 @@ def anchored_windows(
             if length > 1:
                 fits = starts + length <= ends
                 starts, ends, acc = starts[fits], ends[fits], acc[fits]
-                acc = acc * ROLL_BASE + values[starts + length - 1]
+                acc = acc * _ROLL_BASE + values[starts + length - 1]
             if length in probes:
                 hit = probes[length].positions(acc)
                 out[length] = (starts[hit], acc[hit])
