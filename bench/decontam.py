@@ -12,7 +12,7 @@ side on the same texts and the same cores:
   items, stock-phrase document frequencies, thresholds) so both drop the same rows;
 - ours: `decontaminate(df, benchmarks, rule=..., workers=W)`.
 
-Reports rows/s, the ratio, peak RSS of each phase (sampled), flags, planted-copy recall, and
+Reports rows/s, the ratio, peak RSS of each phase (ours: kernel high-water mark; baseline: sampled), flags, planted-copy recall, and
 whether both tools drop exactly the same rows.
 
     python bench/decontam.py                 # 1M rows, 2 workers, both rules
