@@ -12,8 +12,9 @@ side on the same texts and the same cores:
   items, stock-phrase document frequencies, thresholds) so both drop the same rows;
 - ours: `decontaminate(df, benchmarks, rule=..., workers=W)`.
 
-Reports rows/s, the ratio, peak RSS of each phase (ours: kernel high-water mark; baseline: sampled), flags, planted-copy recall, and
-whether both tools drop exactly the same rows.
+Reports rows/s, the ratio, peak RSS of each phase (ours: the kernel's high-water mark;
+baseline: sampled), flags, planted-copy recall, and whether both tools drop exactly the
+same rows.
 
     python bench/decontam.py                 # 1M rows, 2 workers, both rules
     python bench/decontam.py --rows 100000   # smaller
