@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import polars as pl
 
 from cli.console import CascadeError, state
+from curation.ingest import json_lines
 from curation.lake import Lake, LakeError, VersionInfo
 
 
@@ -20,16 +20,8 @@ def read_jsonl(path: Path, text_field: str, id_field: str | None = None) -> pl.D
         raise CascadeError(f"input file {path} does not exist")
     records: list[dict] = []
     lines: list[int] = []
-    with path.open(encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise CascadeError(f"{path}:{line_no}: invalid JSON ({exc.msg})") from None
-            if not isinstance(record, dict):
-                raise CascadeError(f"{path}:{line_no}: expected a JSON object per line")
+    try:
+        for line_no, record in json_lines(path):
             if not isinstance(record.get(text_field), str):
                 raise CascadeError(
                     f"{path}:{line_no}: field {text_field!r} must be a string, "
@@ -37,6 +29,8 @@ def read_jsonl(path: Path, text_field: str, id_field: str | None = None) -> pl.D
                 )
             records.append(record)
             lines.append(line_no)
+    except ValueError as exc:
+        raise CascadeError(str(exc)) from None
     if not records:
         raise CascadeError(f"{path}: no rows")
     df = pl.DataFrame(records, infer_schema_length=None)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from curation.ingest import json_lines
 from schemas.training_manifest import DatasetRef, SFTStage
 from training.chat_template import (
     ChatFormatError,
@@ -118,16 +119,10 @@ def _read_rows(path: Path, limit: int | None) -> list[dict]:
         table = pq.read_table(path)
         return (table.slice(0, limit) if limit is not None else table).to_pylist()
     rows: list[dict] = []
-    with open(path, encoding="utf-8") as fh:
-        for line_no, line in enumerate(fh, 1):
-            if limit is not None and len(rows) >= limit:
-                break
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{line_no}: invalid JSON ({exc.msg})") from None
+    for _, row in json_lines(path):
+        if limit is not None and len(rows) >= limit:
+            break
+        rows.append(row)
     return rows
 
 
