@@ -33,7 +33,7 @@ import torch
 from curation.generate import Completion, GenerationRequest, Sampling, Teacher, generate_to_lake
 from curation.generate.hf import HfBackend, completion_length, render_chat
 from curation.generate.tiny_teacher import build_tiny_teacher
-from curation.lake import Lake
+from lake.catalog import Lake
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"

@@ -71,7 +71,7 @@ def phase(name: str, corpus: str, work: str) -> dict:
     import polars as pl
 
     from curation.ingest import ingest
-    from curation.lake import Lake
+    from lake.catalog import Lake
 
     start = time.perf_counter()
     out: dict = {"phase": name}

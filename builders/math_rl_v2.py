@@ -14,11 +14,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from builders.runner import Build, BuildError, Step
+from builders.runner import Build, BuildError
 from curation.benchmarks import load_benchmarks
 from curation.decontaminate import decontaminate
 from curation.dedup import exact_dedup, near_dedup
 from curation.filters import DEFAULT_RULES, filter_math_rl_prompts
+from lake.steps import Step
 from schemas.dataset_manifest import BenchmarkUsed
 
 NAME = "math_rl_v2"

@@ -22,8 +22,9 @@ from typing import Any
 import polars as pl
 
 from curation.ingest import ingest
-from curation.lake import Lake, code_version
-from curation.steps import StepResult, drop_rows
+from lake.catalog import Lake
+from lake.files import code_version
+from lake.steps import drop_rows
 from schemas.dataset_manifest import (
     BenchmarkUsed,
     DatasetManifest,
@@ -37,15 +38,6 @@ RECIPES = {"math_rl_v2": "builders.math_rl_v2"}
 
 class BuildError(ValueError):
     """A build cannot start or a step failed; the message says which and why."""
-
-
-@dataclass(frozen=True)
-class Step:
-    """One recipe step: a name, an operator `(df, **params) -> StepResult`, its parameters."""
-
-    name: str
-    run: Callable[..., StepResult]
-    params: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

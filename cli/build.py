@@ -9,7 +9,7 @@ from builders.runner import BuildError, FunnelStep, build_dataset, parse_overrid
 from cli import app
 from cli.console import CascadeError, console, state
 from curation.ingest import IngestError
-from curation.lake import Lake, LakeError
+from lake.catalog import Lake, LakeError
 from schemas.tables import SchemaError
 
 build_app = typer.Typer(help="Build versioned datasets from recipes.", no_args_is_help=True)

@@ -17,7 +17,7 @@ from curation.decontaminate import (
     decontaminate,
     rule_named,
 )
-from curation.steps import drop_rows
+from lake.steps import drop_rows
 
 
 @app.command("decontaminate")
@@ -89,7 +89,7 @@ def decontaminate_command(
 
     out_path = Path(out)
     if info is not None and out_path.suffix not in (".jsonl", ".ndjson", ".parquet"):
-        from curation.lake import Lake
+        from lake.catalog import Lake
 
         lake = Lake(state.lake_path)
         kind = "prompts" if {"id", "source", "problem"} <= set(result.kept.columns) else "generic"

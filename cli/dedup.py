@@ -11,7 +11,7 @@ from cli import app
 from cli.console import CascadeError, console, state
 from cli.files import read_jsonl, read_lake_table, write_rows
 from curation.dedup import KEEP_APART_CHOICES, exact_dedup, near_dedup
-from curation.steps import StepResult, drop_rows
+from lake.steps import StepResult, drop_rows
 
 
 def _keep_apart(text: str) -> tuple[str, ...]:
@@ -91,7 +91,7 @@ def dedup_command(
 
     out_path = Path(out)
     if table is not None and out_path.suffix not in (".jsonl", ".ndjson", ".parquet"):
-        from curation.lake import Lake
+        from lake.catalog import Lake
 
         lake = Lake(state.lake_path)
         kind = "prompts" if {"id", "source", "problem"} <= set(kept.columns) else "generic"

@@ -7,8 +7,8 @@ from pathlib import Path
 import polars as pl
 
 from cli.console import CascadeError, state
-from curation.ingest import json_lines
-from curation.lake import Lake, LakeError, VersionInfo
+from lake.catalog import Lake, LakeError, VersionInfo
+from lake.files import json_lines
 
 
 def read_jsonl(path: Path, text_field: str, id_field: str | None = None) -> pl.DataFrame:

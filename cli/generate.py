@@ -20,7 +20,7 @@ from curation.generate import (
 from curation.generate.plan import MODE_SWITCHES, Messages
 from curation.generate.run import report_json
 from curation.ingest import IngestError, read_chunks
-from curation.lake import Lake, LakeError
+from lake.catalog import Lake, LakeError
 from schemas.tables import SchemaError
 
 MODE_CHOICES = {"thinking": ["thinking"], "non-thinking": ["non_thinking"]}

@@ -12,7 +12,7 @@ from rich.table import Table
 from cli import app
 from cli.console import CascadeError, console, state
 from curation.ingest import IngestError, ingest, parse_mapping
-from curation.lake import Lake, LakeError
+from lake.catalog import Lake, LakeError
 from schemas.tables import SchemaError
 
 lake_app = typer.Typer(help="Inspect the lake: tables, versions, lineage.", no_args_is_help=True)

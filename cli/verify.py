@@ -66,7 +66,7 @@ def verify_command(
     undecided = result.get_column("passed").null_count()
     out_path = Path(out)
     if table is not None and out_path.suffix not in (".jsonl", ".ndjson", ".parquet"):
-        from curation.lake import Lake
+        from lake.catalog import Lake
 
         info = Lake(state.lake_path).commit(
             out,

@@ -43,7 +43,7 @@ import pyarrow as pa
 
 from curation.benchmarks import Benchmark
 from curation.sorted_sets import sorted_isin, sorted_unique
-from curation.steps import StepResult
+from lake.steps import StepResult
 
 RULES = ("literal", "boilerplate-aware")
 DEFAULT_N = 9

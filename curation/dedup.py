@@ -57,7 +57,7 @@ import pyarrow as pa
 import xxhash
 
 from curation.sorted_sets import sorted_isin, sorted_union, sorted_unique
-from curation.steps import StepResult
+from lake.steps import StepResult
 
 Scheme = Literal["oph", "classic"]
 Verify = Literal["estimate", "exact", "none"]

@@ -42,7 +42,7 @@ from typing import Any
 
 import polars as pl
 
-from curation.steps import StepResult
+from lake.steps import StepResult
 
 # -- text preparation ------------------------------------------------------------------
 

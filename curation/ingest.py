@@ -20,8 +20,8 @@ from pathlib import Path
 import polars as pl
 import pyarrow as pa
 
-from curation.lake import EmptyCommitError, Lake, VersionInfo
 from curation.text import prompt_ids
+from lake.catalog import EmptyCommitError, Lake, VersionInfo
 from schemas.tables import DOMAINS
 
 TARGET_FIELDS = ("problem", "answer", "source_id")
@@ -103,27 +103,6 @@ def source_format(path: str) -> str:
     if "/" in path and not path.startswith((".", "/")) and path.count("/") == 1:
         return "hf-hub"
     raise IngestError(f"{path}: no such file or directory")
-
-
-def json_lines(path: str | Path) -> Iterator[tuple[int, dict]]:
-    """(line number, object) for each non-blank line of a jsonl file.
-
-    For files read whole (CLI inputs, SFT sets); `ingest` streams big
-    sources in blocks instead. A bad line raises ValueError naming `path:line`.
-    """
-    with open(path, encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{line_no}: invalid JSON ({exc.msg})") from None
-            if not isinstance(record, dict):
-                raise ValueError(
-                    f"{path}:{line_no}: expected a JSON object, got {type(record).__name__}"
-                )
-            yield line_no, record
 
 
 def read_chunks(path: str, on_error: str = "raise", split: str | None = None) -> Iterator[Chunk]:

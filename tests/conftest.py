@@ -12,7 +12,7 @@ SHARED_DATA = ROOT.parent / "shared" / "data"
 
 @pytest.fixture
 def lake(tmp_path: Path):
-    from curation.lake import Lake
+    from lake.catalog import Lake
 
     return Lake(tmp_path / "lake")
 

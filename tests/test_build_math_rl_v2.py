@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from builders.runner import BuildError, build_dataset, parse_overrides
 from curation.demo import FILTER_CASES
-from curation.lake import Lake
+from lake.catalog import Lake
 
 
 @pytest.fixture(scope="module")

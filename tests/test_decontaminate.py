@@ -21,7 +21,7 @@ from curation.decontaminate import (
     rule_named,
     tokenize,
 )
-from curation.steps import drop_rows
+from lake.steps import drop_rows
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 MEASURES = ["decontam_hits", "decontam_informative_hits", "decontam_coverage"]

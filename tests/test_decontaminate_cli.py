@@ -74,7 +74,7 @@ def test_n_and_rule_options_change_what_counts(files: Path) -> None:
 
 
 def test_lake_table_in_new_version_and_drops_out(files: Path) -> None:
-    from curation.lake import Lake
+    from lake.catalog import Lake
 
     lake_dir = files / "lake"
     lake = Lake(lake_dir)

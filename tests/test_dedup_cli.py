@@ -60,7 +60,7 @@ def test_dedup_reports_the_bad_line(tmp_path: Path) -> None:
 
 
 def test_dedup_lake_table_commits_kept_rows_and_drops(tmp_path: Path) -> None:
-    from curation.lake import Lake
+    from lake.catalog import Lake
 
     lake = Lake(tmp_path / "lake")
     rows = _rows()

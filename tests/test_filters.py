@@ -28,7 +28,7 @@ from curation.filters import (
     proof,
     unparseable_answer,
 )
-from curation.steps import drop_rows
+from lake.steps import drop_rows
 
 
 def _prompts(problems: list[str], answers: list[str | None], source: str) -> pl.DataFrame:

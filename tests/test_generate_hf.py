@@ -12,7 +12,7 @@ from curation.generate import GenerationRequest, Sampling, Teacher, generate_to_
 from curation.generate.hf import HfBackend, completion_length, render_chat
 from curation.generate.plan import prompts_from_records
 from curation.generate.tiny_teacher import build_tiny_teacher
-from curation.lake import Lake
+from lake.catalog import Lake
 from schemas.generation import GENERATIONS
 
 torch.set_num_threads(1)

@@ -24,7 +24,7 @@ from curation.generate.hf import HfBackend
 from curation.generate.openai import OpenAIBackend
 from curation.generate.plan import prompts_from_records
 from curation.generate.tiny_teacher import build_tiny_teacher
-from curation.lake import Lake
+from lake.catalog import Lake
 
 torch.set_num_threads(1)
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"

@@ -17,7 +17,7 @@ import pytest
 from curation.generate import Sampling, Teacher, generate_to_lake
 from curation.generate.plan import prompts_from_records
 from curation.generate.tiny_teacher import build_tiny_teacher
-from curation.lake import Lake
+from lake.catalog import Lake
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"

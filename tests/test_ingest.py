@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from curation.ingest import IngestError, ingest, parse_mapping
-from curation.lake import Lake
+from lake.catalog import Lake
 
 ROWS = [
     {"problem": "What is 2+2?", "answer": 4, "level": 1, "tags": ["easy"]},

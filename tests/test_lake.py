@@ -13,7 +13,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from curation.lake import Lake, LakeBusyError, LakeError
+from lake.catalog import Lake, LakeBusyError, LakeError
 from schemas.tables import SchemaError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -118,7 +118,7 @@ WRITER = textwrap.dedent(
     """
     import sys
     import polars as pl
-    from curation.lake import Lake
+    from lake.catalog import Lake
     lake = Lake(sys.argv[1])
     n = int(sys.argv[2])
     frame = pl.DataFrame({"id": [f"r{i}" for i in range(n)], "source": ["s"] * n,

@@ -16,7 +16,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cli.console import CascadeError
-from curation.lake import Lake
+from lake.catalog import Lake
 from schemas.training_manifest import GRPOStage, SFTStage
 from training.runner import ManifestError, StageNotImplementedError, load_manifest, run_cascade
 from training.sft_data import DataHashError, conversations, load_verified

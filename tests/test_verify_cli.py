@@ -118,7 +118,7 @@ def test_verify_math_if_and_swe_files(tmp_path: Path) -> None:
 
 
 def test_verify_lake_table_reads_tests_from_metadata(tmp_path: Path) -> None:
-    from curation.lake import Lake
+    from lake.catalog import Lake
 
     lake_dir = tmp_path / "lake"
     tests = {"inputs": ["2\n"], "outputs": ["4\n"]}
@@ -181,8 +181,8 @@ def test_bad_input_gives_one_clear_sentence(tmp_path: Path) -> None:
 
 
 def test_verify_step_keeps_passes_and_drops_with_reasons() -> None:
-    from curation.steps import drop_rows
     from curation.verify.table import verify_step
+    from lake.steps import drop_rows
 
     patch = "--- a/x.py\n+++ b/x.py\n@@ -1,1 +1,1 @@\n-a = 1\n+a = 2\n"
     df = pl.DataFrame(

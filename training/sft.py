@@ -537,7 +537,7 @@ def _tensorboard(stage_dir: Path) -> object | None:
 
 
 def _code_version() -> str:
-    from curation.lake import code_version
+    from lake.files import code_version
 
     return code_version()
 

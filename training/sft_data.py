@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from curation.ingest import json_lines
+from lake.files import json_lines
 from schemas.training_manifest import DatasetRef, SFTStage
 from training.chat_template import (
     ChatFormatError,
@@ -72,7 +72,7 @@ def verify_hash(
     `where` names the manifest field in errors. Raises DataHashError on a mismatch.
     """
     if ref.is_lake:
-        from curation.lake import Lake, LakeError
+        from lake.catalog import Lake, LakeError
 
         if lake_path is None or not Path(lake_path).exists():
             raise FileNotFoundError(
@@ -103,7 +103,7 @@ def load_verified(
     """Read a dataset reference after checking its hash; `where` names the manifest field."""
     location, path = verify_hash(ref, where, manifest_dir, lake_path)
     if path is None:
-        from curation.lake import Lake
+        from lake.catalog import Lake
 
         table = Lake(lake_path).read(ref.ref)  # type: ignore[arg-type]
         if ref.limit is not None:

@@ -34,7 +34,7 @@ from rich.text import Text
 from curation.generate.backend import Backend, Completion, Mode, Sampling, make_backend
 from curation.generate.plan import Job, Messages, Teacher, plan_jobs
 from curation.generate.split import split_response
-from curation.lake import Lake
+from lake.catalog import Lake
 from schemas.generation import GENERATIONS
 
 BackendFactory = Callable[[str], Backend]

@@ -11,8 +11,8 @@ from typing import Any
 
 import polars as pl
 
-from curation.steps import StepResult
 from curation.verify.result import Verdict
+from lake.steps import StepResult
 
 KINDS: tuple[str, ...] = ("math", "code", "if", "swe")
 DEFAULT_REFERENCE: dict[str, str] = {

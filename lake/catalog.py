@@ -37,6 +37,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 import schemas.generation  # noqa: F401  (registers the generations table kind)
+from lake.files import code_version, file_sha256
 from schemas.tables import SchemaError, contract_for, validate_non_null
 
 CATALOG_FILE = "catalog.duckdb"
@@ -123,49 +124,6 @@ class TableRef:
 
     def __str__(self) -> str:
         return self.name if self.version is None else f"{self.name}@{self.version}"
-
-
-@functools.cache
-def code_version() -> str:
-    """The package version plus the git commit of the source tree when there is one.
-
-    Computed once per process: a commit should not pay two `git` calls each time.
-    """
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        pkg = version("cascade-curation")
-    except PackageNotFoundError:
-        pkg = "0+unknown"
-    root = Path(__file__).resolve().parents[1]
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-        )
-        if out.returncode == 0:
-            dirty = subprocess.run(
-                ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                capture_output=True,
-                text=True,
-                timeout=5,
-            ).stdout.strip()
-            return f"{pkg}+g{out.stdout.strip()}{'.dirty' if dirty else ''}"
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return pkg
-
-
-def file_sha256(paths: Iterable[Path]) -> str:
-    """sha256 over the bytes of the given files, in order: a version's content hash."""
-    digest = hashlib.sha256()
-    for path in paths:
-        with open(path, "rb") as fh:
-            while chunk := fh.read(1 << 20):
-                digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _fsync_dir(path: Path) -> None:

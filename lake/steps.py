@@ -9,7 +9,9 @@ the dropped input rows with all their columns plus `reason` (a short code such a
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import polars as pl
 
@@ -25,6 +27,16 @@ class StepResult:
     def __post_init__(self) -> None:
         if self.dropped.height and "reason" not in self.dropped.columns:
             raise ValueError("StepResult.dropped must have a 'reason' column")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One recipe step: a name, an operator `(df, **params) -> StepResult`, its parameters."""
+
+    name: str
+    run: Callable[..., StepResult]
+    params: dict[str, Any] = field(default_factory=dict)
+
 
 
 def drop_rows(
