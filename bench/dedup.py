@@ -81,7 +81,7 @@ SYNONYMS = {
 
 def load_originals() -> pl.DataFrame:
     """All shared sources as (problem, answer), one row per distinct normalized problem."""
-    from curation.dedup import normalize_text
+    from curation.dedup import shingle_text
 
     frames = []
     math = pl.read_ndjson(SOURCES / "math_train.jsonl")
@@ -101,7 +101,7 @@ def load_originals() -> pl.DataFrame:
     tests = pl.col("tests").struct.json_encode().alias("tests")
     frames.append(code.select("problem", pl.lit(None, pl.String).alias("answer"), tests))
     df = pl.concat(frames).filter(pl.col("problem").str.strip_chars() != "")
-    df = df.with_columns(normalize_text(df.get_column("problem")).alias("_norm"))
+    df = df.with_columns(shingle_text(df.get_column("problem")).alias("_norm"))
     df = df.unique("_norm", keep="first", maintain_order=True).drop("_norm")
     return drop_restatements(df)
 
@@ -114,9 +114,9 @@ def drop_restatements(df: pl.DataFrame, min_jaccard: float = 0.5) -> pl.DataFram
     one problem: keeping both would count correct merges as false positives for both
     tools. Compared exactly, with Python sets, within groups of equal answers.
     """
-    from curation.dedup import jaccard, normalize_answer, shingle_set
+    from curation.dedup import answer_key, jaccard, shingle_set
 
-    answers = normalize_answer(df.get_column("answer")).to_list()
+    answers = answer_key(df.get_column("answer")).to_list()
     problems = df.get_column("problem").to_list()
     groups: dict[str, list[int]] = {}
     for i, a in enumerate(answers):

@@ -1,4 +1,4 @@
-"""Prompt normalization and stable prompt ids, shared by ingest and exact dedup.
+"""Prompt ids: the text a prompt id hashes and the stable ids ingest and generation use.
 
 Two prompts that differ only in Unicode form, case or whitespace get the same id, so exact
 duplicates collapse to one id wherever they come from.
@@ -12,10 +12,11 @@ import polars as pl
 import xxhash
 
 
-def normalize_prompt(text: str) -> str:
-    """NFKC, lower case, whitespace runs collapsed to one space, trimmed.
+def prompt_id_text(text: str) -> str:
+    """The text a prompt id hashes: NFKC, lower case, whitespace runs collapsed to one space,
+    trimmed.
 
-    >>> normalize_prompt("  What IS\\u00a02+2?\\n")
+    >>> prompt_id_text("  What IS\\u00a02+2?\\n")
     'what is 2+2?'
     """
     return " ".join(unicodedata.normalize("NFKC", text).lower().split())
@@ -35,6 +36,6 @@ def prompt_ids(texts: pl.Series) -> pl.Series:
     digest = xxhash.xxh3_128_hexdigest
     return pl.Series(
         "id",
-        [None if t is None else digest(normalize_prompt(t).encode()) for t in texts],
+        [None if t is None else digest(prompt_id_text(t).encode()) for t in texts],
         dtype=pl.String,
     )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -17,11 +16,10 @@ from curation.decontaminate import (
     build_stock_ngrams,
     decide,
     decontaminate,
-    normalize_text,
+    ngram_text,
     rule_named,
     tokenize,
 )
-from lake.steps import drop_rows
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 MEASURES = ["decontam_hits", "decontam_informative_hits", "decontam_coverage"]
@@ -57,13 +55,13 @@ def _source(name: str) -> pl.DataFrame:
     ],
 )
 def test_normalization_makes_surface_variants_equal(a: str, b: str) -> None:
-    assert normalize_text(a) == normalize_text(b)
+    assert ngram_text(a) == ngram_text(b)
 
 
 def test_normalized_text_keeps_words_numbers_and_non_ascii_letters() -> None:
-    assert normalize_text(r"Le théorème: $x^2 \geq 0$, 3.5 cm") == "le théorème x 2 geq 0 3 5 cm"
-    assert normalize_text("") == ""
-    assert normalize_text("?!") == ""
+    assert ngram_text(r"Le théorème: $x^2 \geq 0$, 3.5 cm") == "le théorème x 2 geq 0 3 5 cm"
+    assert ngram_text("") == ""
+    assert ngram_text("?!") == ""
 
 
 # The normalization rules spelled as plain regexes over one text: the specification that the
@@ -145,8 +143,8 @@ def test_every_kind_of_planted_copy_is_dropped_and_clean_rows_kept(
     assert set(dropped["reason"]) == {"contaminated"}
     for row in dropped.iter_rows(named=True):  # the recorded n-gram is really shared
         assert len(row["ngram"].split()) == 9
-        assert f" {row['ngram']} " in f" {normalize_text(row['problem'])} "
-        assert f" {row['ngram']} " in f" {normalize_text(item)} "
+        assert f" {row['ngram']} " in f" {ngram_text(row['problem'])} "
+        assert f" {row['ngram']} " in f" {ngram_text(item)} "
     coverage = dict(zip(dropped["kind"], dropped["decontam_coverage"], strict=True))
     assert coverage["verbatim"] == coverage["embedded"] == 1.0
     assert 0.4 < coverage["half"] < 0.6
@@ -169,7 +167,7 @@ def test_one_shared_nine_gram_is_literal_contamination_only(
     assert aware.dropped.height == 0
     math500 = next(b for b in math_benchmarks if b.name == "math500")
     item = math500.texts[math500.ids.index("test/algebra/1332.json")]
-    item_ngrams = len(normalize_text(item).split()) - 8  # its 9-grams are all distinct
+    item_ngrams = len(ngram_text(item).split()) - 8  # its 9-grams are all distinct
     assert aware.kept.select(MEASURES).row(0) == (1, 1, pytest.approx(1 / item_ngrams))
     five_words = pl.DataFrame({"problem": ["daniel works at an electronics store"]})
     shorter = decontaminate(five_words, math_benchmarks, n=5, rule="literal", workers=1)
@@ -262,15 +260,18 @@ def test_measurements_are_kept_apart_from_the_decision(index: BenchmarkIndex) ->
         assert sorted(redecided["line"]) == sorted(rerun.dropped["line"])
 
 
-def test_dropped_rows_become_drops_with_detail(index: BenchmarkIndex) -> None:
+def test_dropped_rows_carry_their_detail(index: BenchmarkIndex) -> None:
+    """What the runner packs into a drop's JSON detail: every column beyond the input's."""
     df = _source("aime_1983_2023").with_columns(id=pl.col("line").cast(pl.String))
     result = decontaminate(df, index, workers=1)
-    drops = drop_rows(
-        result.dropped, input_columns=df.columns, table="t", version=1, step="decontaminate"
+    detail = set(result.dropped.columns) - set(df.columns)
+    assert {"reason", "benchmark", "benchmark_id", "ngram", "decontam_coverage", "rule"} <= detail
+    assert (
+        result.dropped.select(pl.col("benchmark", "benchmark_id", "ngram").null_count())
+        .sum_horizontal()
+        .item()
+        == 0
     )
-    assert drops.height == result.dropped.height
-    detail = json.loads(drops["detail"][0])
-    assert {"benchmark", "benchmark_id", "ngram", "decontam_coverage", "rule"} <= set(detail)
 
 
 @pytest.mark.parametrize("rule", ["literal", "boilerplate-aware"])

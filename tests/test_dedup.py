@@ -13,16 +13,16 @@ from datasketch import MinHash
 from datasketch.lsh import _optimal_param
 
 from curation.dedup import (
+    answer_key,
     exact_dedup,
     jaccard,
     minhash_signatures,
     near_dedup,
-    normalize_answer,
-    normalize_text,
     number_hashes,
     optimal_bands,
     shingle_hash32,
     shingle_set,
+    shingle_text,
 )
 
 SOURCES = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "sources"
@@ -44,7 +44,7 @@ def real_problems(math_train: pl.DataFrame) -> pl.DataFrame:
         pl.col("answer").str.extract(r"####\s*(.+)$").alias("answer"),
     )
     df = pl.concat([math_train.select("problem", "answer").head(2000), gsm.head(1000)])
-    df = df.with_columns(normalize_text(df.get_column("problem")).alias("norm"))
+    df = df.with_columns(shingle_text(df.get_column("problem")).alias("norm"))
     df = df.unique("norm", keep="first", maintain_order=True).drop("norm")
     return df.sample(600, seed=7)
 
@@ -65,7 +65,7 @@ def test_normalization_removes_spacing_case_and_latex_respacing_only() -> None:
             "Ｆｉｎｄ Ä",
         ]
     )
-    norm = normalize_text(texts).to_list()
+    norm = shingle_text(texts).to_list()
     assert norm[0] == norm[1] == norm[2] == "find$x+1$if$x=2$."
     assert norm[3] != norm[4]
     assert norm[5] == norm[6]
@@ -73,18 +73,18 @@ def test_normalization_removes_spacing_case_and_latex_respacing_only() -> None:
 
 
 def test_number_hashes_tell_numbers_apart() -> None:
-    norm = normalize_text(
+    norm = shingle_text(
         pl.Series(["radius of 5 cm", "radius of 10 cm", "Radius of  5 cm", "no digits", "1 23"])
     )
     h = number_hashes(norm)
     assert h[0] == h[2]
     assert h[0] != h[1]
     assert h[3] == 0
-    assert number_hashes(normalize_text(pl.Series(["12 3"])))[0] != h[4]
+    assert number_hashes(shingle_text(pl.Series(["12 3"])))[0] != h[4]
 
 
-def test_normalize_answer() -> None:
-    got = normalize_answer(pl.Series([r"\dfrac{1}{2}", r"\frac {1}{2}", "$5$", " ", None]))
+def test_answer_key() -> None:
+    got = answer_key(pl.Series([r"\dfrac{1}{2}", r"\frac {1}{2}", "$5$", " ", None]))
     assert got.to_list() == [r"\frac{1}{2}", r"\frac{1}{2}", "5", None, None]
 
 
@@ -244,7 +244,7 @@ def test_template_siblings_in_math_train_are_kept_apart(math_train: pl.DataFrame
     size = np.array([len(s) for s in sets])
     high = both / (size[a] + size[b] - both) >= 0.8
     a, b = a[high], b[high]
-    answers = normalize_answer(df.get_column("answer")).to_list()
+    answers = answer_key(df.get_column("answer")).to_list()
     siblings = [(int(x), int(y)) for x, y in zip(a, b, strict=True) if answers[x] != answers[y]]
     assert 50 <= len(siblings) <= 120  # 77 with this normalization
 

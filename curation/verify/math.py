@@ -64,8 +64,9 @@ def _box_content(text: str, pos: int) -> str | None:
     return None
 
 
-def normalize_answer(answer: str) -> str:
-    """Cheap canonical form for the exact-match fast path and for vote keys."""
+def answer_vote_key(answer: str) -> str:
+    """The key answers are compared by on the exact-match fast path and in majority votes (a
+    cheap canonical form; math-verify decides the rest)."""
     text = answer.strip().strip("$").strip()
     text = re.sub(r"\\[dt]frac", r"\\frac", text)
     text = re.sub(r"\\left|\\right|\\!|\\,|\\;|\\ ", "", text)
@@ -121,7 +122,7 @@ class MathVerifier:
         verdicts: list[Verdict | None] = [None] * len(pairs)
         todo: list[int] = []
         for i, (reference, answer) in enumerate(pairs):
-            if fast_path and normalize_answer(reference) == normalize_answer(answer):
+            if fast_path and answer_vote_key(reference) == answer_vote_key(answer):
                 verdicts[i] = Verdict(True, 1.0, f"answer {answer!r} matches")
             else:
                 todo.append(i)
@@ -171,10 +172,10 @@ class MathVerifier:
         answers = [a for a in (extract_boxed(r) for r in responses) if a is not None]
         if not answers:
             return None, 0
-        counts = Counter(normalize_answer(a) for a in answers)
+        counts = Counter(answer_vote_key(a) for a in answers)
         first_raw = {}
         for a in answers:
-            first_raw.setdefault(normalize_answer(a), a)
+            first_raw.setdefault(answer_vote_key(a), a)
         keys = list(counts)  # insertion order = first seen
         groups: list[list[str]] = []
         for key in keys:
