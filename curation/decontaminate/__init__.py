@@ -13,16 +13,19 @@ drop a row. bench/decontam.py measures this against an open-r1-style set scan.
 Measurement and decision are separate (Data-Juicer style). Every row gets, for the benchmark
 item it overlaps most: `decontam_hits` (distinct shared n-grams), `decontam_informative_hits`
 (shared n-grams that are not stock phrases), `decontam_coverage` (fraction of the item's
-n-grams found in the row), plus `benchmark`, `benchmark_id`, `ngram`. Two rules decide:
+n-grams found in the row), `decontam_item_tokens` (the item's length) and
+`decontam_end_quote` (the row holds the item's first or last n-gram), plus `benchmark`,
+`benchmark_id`, `ngram`. Two rules decide:
 
 - `literal`: the paper's rule; any shared n-gram drops the row.
 - `boilerplate-aware` (default): ignore stock n-grams (frequent across the input rows, the
-  benchmarks, or a reference corpus of problems, see `build_stock_ngrams`), then drop a row
-  when its informative hits against one item reach `min_hits`, or the item coverage reaches
-  `min_coverage`. A verbatim,
-  re-spaced, prefixed, embedded or half-quoted copy shares many item-specific n-grams and
-  is still caught; a clean problem that only shares "where m and n are relatively prime
-  positive integers find m n" with an AIME item is not.
+  benchmarks, or a reference corpus of problems, see `build_stock_ngrams`) and n-grams made
+  only of numbers, then drop a row when its informative hits against one item reach
+  `min_hits`, or the item coverage reaches `min_coverage`, or it quotes half of a short item
+  from one of its ends (`quote_share`). A verbatim, re-spaced, prefixed, embedded or
+  half-quoted copy shares many item-specific n-grams and is still caught; a clean problem
+  that only shares "where m and n are relatively prime positive integers find m n" with an
+  AIME item is not.
 
 Benchmark items shorter than `n` tokens are matched as whole normalized strings contained in
 the row text (at token boundaries).

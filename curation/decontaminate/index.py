@@ -132,8 +132,10 @@ class BenchmarkIndex:
     `first` (token index of one occurrence in `tokens`), `gram` (id of the n-gram string).
     `gram_table` has one row per distinct n-gram: `gram`, `ngram`, `gram_hash`, `length`,
     `first`, `bench_df` (benchmarks holding it: items of one benchmark often share a context,
-    which is content, not boilerplate). `items` has one row per item: `item`, `benchmark`, `benchmark_id`,
-    `item_ngrams` (distinct n-grams of the item, 1 for a short item) and `short`.
+    which is content, not boilerplate), `numeric` (its tokens are all numbers). `items` has one
+    row per item: `item`, `benchmark`, `benchmark_id`, `item_ngrams` (distinct n-grams of the
+    item, 1 for a short item), `short`, `item_tokens`, and `first_gram` / `last_gram` (ids of
+    the n-grams at the item's start and end).
     """
 
     n: int
@@ -181,13 +183,21 @@ class BenchmarkIndex:
                     }
                 )
             )
-        grams = (
-            pl.concat(parts)
-            .unique(
-                subset=["gram_hash", "ngram", "length", "item"], keep="first", maintain_order=True
-            )
-            .with_columns(gram=(pl.col("ngram").rank("dense") - 1).cast(pl.Int64))
+        windows_found = pl.concat(parts).with_columns(
+            gram=(pl.col("ngram").rank("dense") - 1).cast(pl.Int64)
         )
+        grams = windows_found.unique(
+            subset=["gram_hash", "ngram", "length", "item"], keep="first", maintain_order=True
+        )
+        # the n-grams at each item's two ends: a quote of one half of an item holds one of them
+        found_item, found_first = (
+            windows_found["item"].to_numpy(),
+            windows_found["first"].to_numpy(),
+        )
+        at_start = found_first == tokens.offsets[found_item]
+        at_end = found_first + windows_found["length"].to_numpy() == tokens.offsets[found_item + 1]
+        first_gram = windows_found.filter(pl.Series(at_start))
+        last_gram = windows_found.filter(pl.Series(at_end))
         benchmark_of_item = pl.Series([b.name for b in benchmarks for _ in b.texts])
         gram_table = (
             grams.with_columns(benchmark=benchmark_of_item.gather(grams["item"]))
@@ -197,6 +207,7 @@ class BenchmarkIndex:
                 bench_df=pl.col("benchmark").n_unique().cast(pl.Int64),
             )
             .sort("gram")  # ids are dense, so row k holds gram k
+            .with_columns(numeric=pl.col("ngram").str.contains(r"^[0-9 ]+$"))
         )
         per_item = grams.group_by("item").agg(item_ngrams=pl.len().cast(pl.Int64))
         items_frame = (
@@ -206,10 +217,15 @@ class BenchmarkIndex:
                     "benchmark": [b.name for b in benchmarks for _ in b.texts],
                     "benchmark_id": [i for b in benchmarks for i in b.ids],
                     "short": (lengths > 0) & (lengths < n),
+                    "item_tokens": lengths.astype(np.int64),
                 }
             )
             .join(per_item, on="item", how="left")
-            .with_columns(pl.col("item_ngrams").fill_null(0))
+            .join(first_gram.select("item", first_gram="gram"), on="item", how="left")
+            .join(last_gram.select("item", last_gram="gram"), on="item", how="left")
+            .with_columns(
+                pl.col("item_ngrams").fill_null(0), pl.col("first_gram", "last_gram").fill_null(-1)
+            )
             .sort("item")  # row k holds item k
         )
         probes = {

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from curation.decontaminate.index import BenchmarkIndex, StockNgrams
+from curation.decontaminate.index import DEFAULT_N, BenchmarkIndex, StockNgrams
 from curation.sorted_sets import sorted_isin
 
 RULES = ("literal", "boilerplate-aware")
@@ -32,6 +32,15 @@ class ContaminationRule:
     turn its own n-grams into "stock phrases" and hide all three.
     Coverage always counts every shared n-gram, so a full copy of a stock-heavy item is
     still a copy.
+
+    `quote_share` (None: off) lowers the hit threshold for quotes of short items: a row that
+    holds the item's first or last n-gram (it quotes from one end of the item) is contaminated
+    once its hits reach what a quote of `quote_share` of the item's tokens holds,
+    `floor(quote_share * tokens) - n + 1`, when that is below `min_hits`. The second half of a
+    20-token item holds 2 of its 9-grams, never the 5 that `min_hits` asks of longer quotes; a
+    stock phrase shared from the middle of an item still needs `min_hits`. With
+    `ignore_stock`, n-grams made only of numbers (`1 2 3 4 5 6 7 8 9`) are not informative
+    either: a list of numbers recurs across unrelated problems.
     """
 
     name: str
@@ -41,6 +50,7 @@ class ContaminationRule:
     min_df: int = 3
     copy_coverage: float = 0.4
     copy_hits: int | None = None
+    quote_share: float | None = None
 
     def __post_init__(self) -> None:
         if self.min_hits < 1:
@@ -51,6 +61,19 @@ class ContaminationRule:
             raise ValueError(f"min_df must be >= 2, got {self.min_df}")
         if not 0 < self.copy_coverage <= 1:
             raise ValueError(f"copy_coverage must be in (0, 1], got {self.copy_coverage}")
+        if self.quote_share is not None and not 0 < self.quote_share <= 1:
+            raise ValueError(f"quote_share must be in (0, 1], got {self.quote_share}")
+
+    def hits_needed(self, item_tokens: np.ndarray, end_quote: np.ndarray, n: int) -> np.ndarray:
+        """Per (row, item): the (informative) hits that make the row contaminated, given the
+        item's token count and whether the row holds the item's first or last n-gram."""
+        needed = np.full(item_tokens.shape, self.min_hits, dtype=np.int64)
+        if self.quote_share is None:
+            return needed
+        quote = np.floor(self.quote_share * item_tokens).astype(np.int64) - n + 1
+        lower = end_quote & (quote >= 1) & (quote < self.min_hits)
+        needed[lower] = quote[lower]
+        return needed
 
 
 def rule_named(name: str, **overrides: object) -> ContaminationRule:
@@ -59,13 +82,22 @@ def rule_named(name: str, **overrides: object) -> ContaminationRule:
     Boilerplate-aware defaults, chosen on AIME 1983-2023 and MATH train against AIME 24/25,
     AMC and MATH-500 (bench/README.md, Decontamination): an n-gram is stock when >= 3 distinct texts
     hold it; 5 informative n-grams (13 consecutive item-specific words: a half-quote of a
-    26-word item) or 90% of an item's n-grams (a copy with a few words changed) mark a copy.
-    With 3 informative n-grams, AIME flags grow 12 -> 19 and MATH train 69 -> 117, nearly all
-    shared answer-format sentences; with 8, real half-quotes of shorter items slip through.
+    26-word item) or 90% of an item's n-grams (a copy with a few words changed) mark a copy,
+    and a quote of half an item from one of its ends (`quote_share=0.5`) marks one however
+    short the item. With 3 informative n-grams for every item, AIME flags grow 12 -> 19 and
+    MATH train 69 -> 117, nearly all shared answer-format sentences; with 8, real half-quotes
+    of shorter items slip through. A threshold of 9% of the item's n-grams without the end
+    condition catches short half-quotes too, but flags 4 more AIME problems that share only a
+    phrase from the middle of a short item ("to the right of the decimal point in the").
     """
     presets = {
         "literal": {"min_hits": 1, "min_coverage": None, "ignore_stock": False},
-        "boilerplate-aware": {"min_hits": 5, "min_coverage": 0.9, "ignore_stock": True},
+        "boilerplate-aware": {
+            "min_hits": 5,
+            "min_coverage": 0.9,
+            "ignore_stock": True,
+            "quote_share": 0.5,
+        },
     }
     if name not in presets:
         raise ValueError(f"unknown decontamination rule {name!r}; choose one of {', '.join(RULES)}")
@@ -77,6 +109,8 @@ MEASURE_COLUMNS = {
     "decontam_hits": pl.Int64,
     "decontam_informative_hits": pl.Int64,
     "decontam_coverage": pl.Float64,
+    "decontam_item_tokens": pl.Int64,
+    "decontam_end_quote": pl.Boolean,
     "benchmark": pl.String,
     "benchmark_id": pl.String,
     "ngram": pl.String,
@@ -88,7 +122,8 @@ MEASURE_COLUMNS = {
 class ItemOverlaps:
     """Overlaps summed per (row, item), sorted by row then item: `hits` (distinct shared
     n-grams), `informative` (those not stock), `gram` (the first informative one by
-    position, else the first), `coverage` (hits / the item's n-grams)."""
+    position, else the first), `coverage` (hits / the item's n-grams), `end_quote` (the row
+    holds the item's first or last n-gram), `item_tokens` (the item's length), `n`."""
 
     row: np.ndarray
     item: np.ndarray
@@ -96,6 +131,9 @@ class ItemOverlaps:
     informative: np.ndarray
     gram: np.ndarray
     coverage: np.ndarray
+    end_quote: np.ndarray
+    item_tokens: np.ndarray
+    n: int
 
     @classmethod
     def of(
@@ -123,11 +161,27 @@ class ItemOverlaps:
         leads[1:] = key[first][1:] != key[first][:-1]
         rows, items = np.divmod(keys, index.items.height)
         coverage = hits / index.items["item_ngrams"].to_numpy()[items]
-        return cls(rows, items, hits, informative, gram[first[leads]], coverage)
+        at_end = (gram == index.items["first_gram"].to_numpy()[item]) | (
+            gram == index.items["last_gram"].to_numpy()[item]
+        )
+        end_quote = np.bincount(np.searchsorted(keys, key), weights=at_end, minlength=keys.size)
+        item_tokens = index.items["item_tokens"].to_numpy()[items]
+        return cls(
+            rows,
+            items,
+            hits,
+            informative,
+            gram[first[leads]],
+            coverage,
+            end_quote > 0,
+            item_tokens,
+            index.n,
+        )
 
     def contaminated(self, rule: ContaminationRule) -> np.ndarray:
         """`decide` on these arrays."""
-        verdict = (self.informative if rule.ignore_stock else self.hits) >= rule.min_hits
+        needed = rule.hits_needed(self.item_tokens, self.end_quote, self.n)
+        verdict = (self.informative if rule.ignore_stock else self.hits) >= needed
         if rule.min_coverage is not None:
             verdict |= self.coverage >= rule.min_coverage
         return verdict
@@ -192,9 +246,10 @@ def measure_rows(
     if overlaps.height == 0:
         return pl.DataFrame(schema={"row": pl.Int64, **MEASURE_COLUMNS})
     is_stock = None
-    if rule.ignore_stock and stock is not None:
-        is_stock = np.zeros(index.gram_table.height, dtype=np.bool_)
-        is_stock[stock.to_numpy()] = True
+    if rule.ignore_stock:  # stock phrases, and lists of numbers
+        is_stock = index.gram_table["numeric"].to_numpy().copy()
+        if stock is not None:
+            is_stock[stock.to_numpy()] = True
     m = ItemOverlaps.of(overlaps, index, is_stock)
     contaminated = m.contaminated(rule)
     # per row, the item that makes it contaminated if any, else the most informative hits,
@@ -208,6 +263,8 @@ def measure_rows(
             "decontam_hits": m.hits[best],
             "decontam_informative_hits": m.informative[best],
             "decontam_coverage": m.coverage[best],
+            "decontam_item_tokens": m.item_tokens[best],
+            "decontam_end_quote": m.end_quote[best],
             "benchmark": index.items["benchmark"].gather(item),
             "benchmark_id": index.items["benchmark_id"].gather(item),
             "ngram": index.gram_table["ngram"].gather(gram),
@@ -239,10 +296,16 @@ def measure(
     return measure_rows(overlaps, index, rule, stock_ids)
 
 
-def decide(measured: pl.DataFrame, rule: ContaminationRule) -> pl.DataFrame:
-    """Add `contaminated` from the measurement columns (re-runnable with other thresholds)."""
+def decide(measured: pl.DataFrame, rule: ContaminationRule, n: int = DEFAULT_N) -> pl.DataFrame:
+    """Add `contaminated` from the measurement columns (re-runnable with other thresholds;
+    `n` is the n-gram size the measurements were taken with)."""
     hits = "decontam_informative_hits" if rule.ignore_stock else "decontam_hits"
-    verdict = pl.col(hits) >= rule.min_hits
+    needed = rule.hits_needed(
+        measured["decontam_item_tokens"].fill_null(0).to_numpy(),
+        measured["decontam_end_quote"].fill_null(False).to_numpy(),
+        n,
+    )
+    verdict = pl.col(hits) >= pl.Series(needed)
     if rule.min_coverage is not None:
         verdict = verdict | (pl.col("decontam_coverage") >= rule.min_coverage)
     return measured.with_columns(contaminated=verdict.fill_null(False))

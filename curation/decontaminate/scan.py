@@ -108,8 +108,9 @@ def decontaminate(
     `rule` is `"literal"`, `"boilerplate-aware"` (default) or a ContaminationRule; `min_hits`,
     `min_coverage` and `min_df` override the named rule's thresholds. `stock` adds stock
     phrases from a reference corpus (see `build_stock_ngrams`). Kept rows carry the
-    measurement columns `decontam_hits`, `decontam_informative_hits`, `decontam_coverage`
-    (0 / null when nothing overlaps) so thresholds can be re-tuned in SQL later; dropped rows
+    measurement columns `decontam_hits`, `decontam_informative_hits`, `decontam_coverage`,
+    `decontam_item_tokens`, `decontam_end_quote` (0 / null / false when nothing overlaps) so
+    thresholds can be re-tuned later (`decide`, or SQL); dropped rows
     also carry `reason` ("contaminated"), `benchmark`, `benchmark_id`, `ngram`.
     """
     if text_column not in df.columns:
@@ -139,10 +140,14 @@ def decontaminate(
     hits = np.zeros(df.height, dtype=np.int64)
     informative = np.zeros(df.height, dtype=np.int64)
     coverage = np.full(df.height, np.nan)
+    item_tokens = np.zeros(df.height, dtype=np.int64)
+    end_quote = np.zeros(df.height, dtype=np.bool_)
     drop_mask = np.zeros(df.height, dtype=np.bool_)
     hits[rows] = measured["decontam_hits"].to_numpy()
     informative[rows] = measured["decontam_informative_hits"].to_numpy()
     coverage[rows] = measured["decontam_coverage"].to_numpy()
+    item_tokens[rows] = measured["decontam_item_tokens"].to_numpy()
+    end_quote[rows] = measured["decontam_end_quote"].to_numpy()
     drop_mask[rows] = measured["contaminated"].to_numpy()
     # a second pass (e.g. against more benchmarks) replaces the previous pass's measurements
     columns = [c for c in df.columns if c not in MEASURE_COLUMNS]
@@ -150,6 +155,8 @@ def decontaminate(
         "decontam_hits": pl.Series(hits),
         "decontam_informative_hits": pl.Series(informative),
         "decontam_coverage": pl.Series(coverage).fill_nan(None),
+        "decontam_item_tokens": pl.Series(item_tokens),
+        "decontam_end_quote": pl.Series(end_quote),
     }
     measured_rows = df.select(columns).with_columns(**measures)
     kept = measured_rows.filter(pl.Series(~drop_mask))
