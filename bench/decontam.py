@@ -30,8 +30,15 @@ import os
 # use Polars.
 os.environ.setdefault("POLARS_MAX_THREADS", "1")
 
+import sys  # noqa: E402
+
+# `python bench/decontam.py` puts bench/ first on the path, where bench/lake.py would shadow
+# the `lake` package; the project root goes there instead.
+sys.path[0] = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 import argparse  # noqa: E402
 import json  # noqa: E402
+import math  # noqa: E402
 import multiprocessing as mp  # noqa: E402
 import random  # noqa: E402
 import re  # noqa: E402
@@ -154,6 +161,8 @@ def py_tokens(text: str) -> list[str]:
 
 _LOOKUP: dict[str, set[int]] = {}
 _SHORT: dict[str, set[int]] = {}
+_EDGES: list[tuple[str, str]] = []  # per item: its first and last n-gram (end quotes)
+_ITEM_TOKENS: list[int] = []
 _SHORT_RE: re.Pattern[str] | None = None
 _N = DEFAULT_N
 
@@ -163,8 +172,12 @@ def build_lookup(items: list[str], n: int) -> None:
     global _SHORT_RE
     _LOOKUP.clear()
     _SHORT.clear()
+    _EDGES.clear()
+    _ITEM_TOKENS.clear()
     for item_id, text in enumerate(items):
         words = py_tokens(text)
+        _ITEM_TOKENS.append(len(words))
+        _EDGES.append((" ".join(words[:n]), " ".join(words[-n:])))
         if 0 < len(words) < n:
             _SHORT.setdefault(" ".join(words), set()).add(item_id)
         for i in range(len(words) - n + 1):
@@ -251,11 +264,16 @@ def baseline(
                     seen[gram].add(texts[row])
         stock = {g for g, rows in seen.items() if len(rows) + bench_df[g] >= rule.min_df}
         stock |= {g for g in bench_df if bench_df[g] >= rule.min_df}
+        stock |= {g for g in bench_df if re.fullmatch(r"[0-9 ]+", g)}  # lists of numbers
     dropped = set()
-    for (row, _item), grams in pairs.items():
+    for (row, item), grams in pairs.items():
         hits = len(grams - stock) if rule.ignore_stock else len(grams)
-        cov = coverage[(row, _item)]
-        if hits >= rule.min_hits or (rule.min_coverage is not None and cov >= rule.min_coverage):
+        cov = coverage[(row, item)]
+        needed = rule.min_hits
+        if rule.quote_share is not None and grams & set(_EDGES[item]):  # quotes from an end
+            quote = math.floor(rule.quote_share * _ITEM_TOKENS[item]) - n + 1
+            needed = quote if 1 <= quote < needed else needed
+        if hits >= needed or (rule.min_coverage is not None and cov >= rule.min_coverage):
             dropped.add(row)
     return dropped
 

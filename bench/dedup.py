@@ -37,6 +37,10 @@ from pathlib import Path
 import polars as pl
 import psutil
 
+# `python bench/dedup.py` puts bench/ first on the path, where bench/lake.py would shadow the
+# `lake` package; the project root goes there instead.
+sys.path[0] = str(Path(__file__).resolve().parents[1])
+
 SCHEMA = {"answer": pl.String, "tests": pl.String}
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ROOT.parent / "shared" / "data" / "sources"
