@@ -1,9 +1,9 @@
-"""Training manifest: the person-written plan of a cascade of SFT and GRPO stages.
+"""Training manifest: the person-written plan of a cascade of SFT, GRPO and MOPD stages.
 
 A manifest names the base model, the tokenizer, the chat template, where outputs go and an
-ordered list of stages. Each stage pins its data by reference *and* hash, so a run cannot
-silently train on data other than what the manifest names. Pydantic reports every error with
-the path of the offending field (e.g. `stages.1.batch.micro_batch_size`).
+ordered list of stages. Each stage pins its data by reference *and* content hash, so a run
+cannot silently train on data other than what the manifest names. Pydantic reports every
+error with the path of the offending field (e.g. `stages.1.batch.micro_batch_size`).
 
 Model and tokenizer references:
 - `base_model`: a local directory, a hub id, or `tiny-random:<arch>` (a random-init model built
@@ -13,6 +13,9 @@ Model and tokenizer references:
 
 Dataset references (`DatasetRef.ref`): `name@version` for a lake table version, or a path to a
 `.jsonl` / `.parquet` file (relative paths resolve against the manifest's directory).
+
+RL batches are spelled out: `prompts_per_step` prompts, `rollouts_per_prompt` responses each
+(the recipe's 128 x 8), and one optimizer step per such batch (strict on-policy).
 """
 
 from __future__ import annotations
@@ -23,9 +26,10 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 LAKE_REF = re.compile(r"^[A-Za-z][A-Za-z0-9_]*@[1-9][0-9]*$")
-SHA256 = re.compile(r"^[0-9a-f]{64}$")
+CONTENT_HASH = re.compile(r"^[0-9a-f]{64}$")
 FILE_SUFFIXES = (".jsonl", ".parquet")
 TINY_RANDOM_ARCHS = ("qwen2", "qwen3", "llama")
+MODES = ("think", "no_think")
 
 
 class _Strict(BaseModel):
@@ -38,7 +42,9 @@ class DatasetRef(_Strict):
     """One input table of a stage, pinned by content hash, with its upsampling factor."""
 
     ref: str = Field(description="`name@version` (lake) or a path to a .jsonl/.parquet file")
-    sha256: str = Field(description="lake content_hash of the version, or sha256 of the file")
+    content_hash: str = Field(
+        description="the lake's content_hash of the version, or the sha256 of the file's bytes"
+    )
     upsample: float = Field(
         1.0,
         gt=0,
@@ -53,16 +59,17 @@ class DatasetRef(_Strict):
     prompt_column: str | None = Field(
         None, description="instead of messages: a single user turn from this text column"
     )
-    response_column: str | None = Field(None, description="the assistant reply text")
+    response_column: str | None = Field(None, description="SFT: the assistant reply text")
     reasoning_column: str | None = Field(
-        None, description="optional column rendered inside <think>...</think> before the reply"
+        None, description="SFT: optional column rendered inside <think>...</think> before the reply"
     )
     mode_column: str | None = Field(
-        None, description="per-row mode: think|thinking or no_think|non_thinking (overrides mode)"
+        None, description="SFT: per-row mode, `think` or `no_think` (overrides mode)"
     )
     mode: Literal["think", "no_think", "infer"] = Field(
         "infer",
-        description="flag appended to user turns; infer = think iff a reply has reasoning",
+        description="flag appended to user turns; infer = think iff a reply has reasoning "
+        "(SFT) or the stage's thinking_fraction (RL)",
     )
 
     @field_validator("ref")
@@ -75,20 +82,12 @@ class DatasetRef(_Strict):
             f"path ending in {' or '.join(FILE_SUFFIXES)}"
         )
 
-    @field_validator("sha256")
+    @field_validator("content_hash")
     @classmethod
-    def _sha_form(cls, value: str) -> str:
-        if not SHA256.match(value):
+    def _hash_form(cls, value: str) -> str:
+        if not CONTENT_HASH.match(value):
             raise ValueError(f"expected 64 lowercase hex characters, got {value!r}")
         return value
-
-    @model_validator(mode="after")
-    def _columns_pair(self) -> DatasetRef:
-        if self.prompt_column is not None and self.response_column is None:
-            raise ValueError("prompt_column needs response_column")
-        if self.reasoning_column is not None and self.response_column is None:
-            raise ValueError("reasoning_column needs response_column")
-        return self
 
     @property
     def is_lake(self) -> bool:
@@ -97,7 +96,7 @@ class DatasetRef(_Strict):
 
 
 class BatchSpec(_Strict):
-    """Global batch = micro batch x accumulation x data-parallel ranks (in sequences)."""
+    """SFT: global batch = micro batch x accumulation x data-parallel ranks (in sequences)."""
 
     global_batch_size: int = Field(gt=0)
     micro_batch_size: int = Field(gt=0)
@@ -133,6 +132,34 @@ class BatchSpec(_Strict):
         return derived
 
 
+class RolloutBatchSpec(_Strict):
+    """RL: one step = `prompts_per_step` prompts x `rollouts_per_prompt` responses.
+
+    The update runs over those responses in micro batches of `micro_batch_size` responses
+    (packed into one row each), split evenly over the data-parallel ranks; exactly one
+    optimizer step follows.
+    """
+
+    prompts_per_step: int = Field(gt=0)
+    rollouts_per_prompt: int = Field(gt=0)
+    micro_batch_size: int = Field(1, gt=0, description="responses per forward/backward")
+
+    @property
+    def responses_per_step(self) -> int:
+        return self.prompts_per_step * self.rollouts_per_prompt
+
+    def accumulation_for(self, world_size: int) -> int:
+        """Micro batches per rank per step; raises if the responses do not split evenly."""
+        per_round = self.micro_batch_size * world_size
+        if self.responses_per_step % per_round:
+            raise ValueError(
+                f"{self.prompts_per_step} prompts x {self.rollouts_per_prompt} rollouts = "
+                f"{self.responses_per_step} responses do not split into micro batches of "
+                f"{self.micro_batch_size} over {world_size} rank(s)"
+            )
+        return self.responses_per_step // per_round
+
+
 class DeepSpeedSpec(_Strict):
     """The parts of a DeepSpeed config a person chooses; the rest is derived."""
 
@@ -164,11 +191,29 @@ class OptimizerSpec(_Strict):
     eps: float = Field(1e-8, gt=0)
 
 
+class RolloutEngineSpec(_Strict):
+    """Which engine samples the responses, and how many it decodes at once."""
+
+    engine: Literal["hf", "vllm"] = "hf"
+    batch_size: int = Field(
+        64, gt=0, description="hf: rows decoded together (finished rows are refilled)"
+    )
+    gpu_memory_utilization: float = Field(0.3, gt=0, le=1, description="vllm only")
+
+
+class EvalSpec(_Strict):
+    """Held-out prompts scored with the stage's reward every `every_steps` steps (rank 0)."""
+
+    dataset: DatasetRef
+    every_steps: int = Field(gt=0)
+    samples_per_prompt: int = Field(1, gt=0)
+    temperature: float = Field(0.0, ge=0, description="0 = greedy")
+
+
 class _StageBase(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$")
     datasets: list[DatasetRef] = Field(min_length=1)
     optimizer: OptimizerSpec
-    batch: BatchSpec
     deepspeed: DeepSpeedSpec = DeepSpeedSpec()
     seed: int = 1234
     checkpoint_every_steps: int = Field(100, gt=0)
@@ -181,6 +226,7 @@ class SFTStage(_StageBase):
     """Supervised fine-tuning on chat data, packed to `max_seq_len`."""
 
     type: Literal["sft"]
+    batch: BatchSpec
     max_seq_len: int = Field(gt=0)
     epochs: float | None = Field(None, gt=0)
     max_steps: int | None = Field(None, gt=0, description="overrides epochs when both are given")
@@ -190,11 +236,60 @@ class SFTStage(_StageBase):
     def _length_given(self) -> SFTStage:
         if self.epochs is None and self.max_steps is None:
             raise ValueError("give epochs or max_steps")
+        for i, ref in enumerate(self.datasets):
+            if ref.prompt_column is not None and ref.response_column is None:
+                raise ValueError(f"datasets[{i}]: prompt_column needs response_column")
+            if ref.reasoning_column is not None and ref.response_column is None:
+                raise ValueError(f"datasets[{i}]: reasoning_column needs response_column")
         return self
 
 
-class GRPOStage(_StageBase):
-    """Strict on-policy GRPO (validated now; executed once the GRPO trainer lands)."""
+class _RLStageBase(_StageBase):
+    """What every on-policy RL stage shares: prompts, sampling, rollout engine, filtering."""
+
+    batch: RolloutBatchSpec
+    max_steps: int = Field(gt=0)
+    temperature: float = Field(gt=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    top_k: int | None = Field(None, gt=0)
+    stop_tokens: list[str] = Field(
+        default_factory=list, description="extra tokens that end a response (<|im_end|> always)"
+    )
+    max_prompt_len: int | None = Field(None, gt=0, description="prompts longer are dropped")
+    max_response_len: int = Field(gt=0)
+    thinking_fraction: float = Field(
+        1.0, ge=0, le=1, description="share of each batch's prompts in think mode"
+    )
+    rollout: RolloutEngineSpec = RolloutEngineSpec()
+    stop_when_truncated_share_below: float | None = Field(
+        None,
+        gt=0,
+        lt=1,
+        description="length curriculum: end the stage once a step's share of responses cut at "
+        "max_response_len is at or below this",
+    )
+    evaluation: EvalSpec | None = None
+
+    @model_validator(mode="after")
+    def _rl_datasets(self) -> _RLStageBase:
+        for i, ref in enumerate(self.datasets):
+            for column in ("response_column", "reasoning_column", "mode_column"):
+                if getattr(ref, column) is not None:
+                    raise ValueError(
+                        f"datasets[{i}]: {column} is for SFT data; RL responses are sampled "
+                        "and modes come from thinking_fraction"
+                    )
+            wanted = {"think": 1.0, "no_think": 0.0}.get(ref.mode)
+            if wanted is not None and self.thinking_fraction != wanted:
+                raise ValueError(
+                    f"datasets[{i}]: mode {ref.mode!r} contradicts thinking_fraction "
+                    f"{self.thinking_fraction}"
+                )
+        return self
+
+
+class GRPOStage(_RLStageBase):
+    """Strict on-policy GRPO (recipe 7.1): group z-score advantages, one update per batch."""
 
     type: Literal["grpo"]
     reward: Literal[
@@ -205,37 +300,72 @@ class GRPOStage(_StageBase):
         "code_tests",
         "swe_patch_similarity",
     ]
-    max_steps: int = Field(gt=0)
-    rollouts_per_prompt: int = Field(gt=1)
-    temperature: float = Field(gt=0)
-    top_p: float = Field(1.0, gt=0, le=1)
-    top_k: int | None = Field(None, gt=0)
-    max_prompt_len: int | None = Field(None, gt=0, description="prompts longer are dropped")
-    max_response_len: int = Field(gt=0)
-    overlong_filtering: bool = Field(
-        description="True: capped responses get no gradient; False: they stay with low reward"
+    reward_model: str | None = Field(
+        None, description="local dir or hub id of a sequence-classification reward model"
     )
-    kl_coef: float = Field(0.0, ge=0)
-    entropy_coef: float = Field(0.0, ge=0)
-    thinking_fraction: float = Field(
-        1.0, ge=0, le=1, description="share of prompts per batch in thinking mode"
-    )
-    dynamic_filtering: Literal["none", "batch", "epoch"] = "none"
     code_switch_reward: float | Literal["batch_min_minus_10"] | None = Field(
         None,
         description="reward for a reply that switches language; batch_min_minus_10 = lowest "
         "reward in the batch minus 10 (Cascade-1 RLHF); None = no penalty",
     )
-    reward_model: str | None = None
+    overlong_filtering: bool = Field(
+        description="True: capped responses get no gradient; False: they stay with low reward"
+    )
+    loss_level: Literal["token", "sequence"] = Field(
+        "token",
+        description="token: mean over every response token of the batch; sequence: mean over "
+        "responses of each response's token mean (RLHF stabilizer)",
+    )
+    reward_shaping: Literal["none", "tanh"] = Field(
+        "none", description="tanh: group z-score squashed into [-1, 1] (RLHF stabilizer)"
+    )
+    kl_coef: float = Field(0.0, ge=0, description="KL to the frozen stage-start policy")
+    entropy_coef: float = Field(0.0, ge=0)
+    dynamic_filtering: Literal["none", "batch", "epoch"] = "none"
+    max_resample_rounds: int = Field(
+        4, ge=0, description="batch filtering: extra sampling rounds to fill the batch"
+    )
+    readmit_hard: float = Field(0.10, ge=0, le=1, description="epoch filtering: p(re-admit 0%)")
+    readmit_easy: float = Field(0.01, ge=0, le=1, description="epoch filtering: p(re-admit 100%)")
+    reward_workers: int = Field(4, gt=0, description="threads scoring groups during generation")
 
     @model_validator(mode="after")
-    def _reward_model_named(self) -> GRPOStage:
+    def _grpo_consistent(self) -> GRPOStage:
         if "reward_model" in self.reward and not self.reward_model:
             raise ValueError(f"reward {self.reward!r} needs reward_model")
+        if self.batch.rollouts_per_prompt < 2:
+            raise ValueError("GRPO needs rollouts_per_prompt >= 2 (a group to compare within)")
         return self
 
 
-Stage = Annotated[SFTStage | GRPOStage, Field(discriminator="type")]
+class MOPDStage(_RLStageBase):
+    """Multi-domain on-policy distillation (Cascade 2): reverse-KL token advantages.
+
+    a_t = log pi_teacher(y_t) - log pi_train(y_t) on the sampled tokens, weighted by
+    1[ratio_low <= pi_train / pi_rollout <= ratio_high]; one teacher per prompt domain, all
+    sharing the policy's tokenizer. A teacher is `stage:<name>` (that stage's final model),
+    `init` (the model this stage starts from) or a local dir / hub id.
+    """
+
+    type: Literal["mopd"]
+    teachers: dict[str, str] = Field(min_length=1, description="domain -> teacher model")
+    domain_column: str | None = Field(
+        None, description="row column naming the domain; None = the single teacher for all"
+    )
+    ratio_low: float = Field(0.5, gt=0)
+    ratio_high: float = Field(2.0, gt=0)
+
+    @model_validator(mode="after")
+    def _teachers_consistent(self) -> MOPDStage:
+        if self.domain_column is None and len(self.teachers) != 1:
+            raise ValueError("several teachers need a domain_column to choose between them")
+        if self.ratio_low >= self.ratio_high:
+            raise ValueError(f"ratio_low {self.ratio_low} must be below ratio_high")
+        return self
+
+
+Stage = Annotated[SFTStage | GRPOStage | MOPDStage, Field(discriminator="type")]
+RLStage = GRPOStage | MOPDStage
 
 
 class TrainingManifest(_Strict):
@@ -248,7 +378,9 @@ class TrainingManifest(_Strict):
     )
     tokenizer: str | None = None
     chat_template: Literal["chatml-think-flags"] = "chatml-think-flags"
-    attn_implementation: Literal["auto", "sdpa", "eager", "flash_attention_2"] = "auto"
+    attn_implementation: Literal["auto", "sdpa", "eager", "flash_attention_2", "flex_attention"] = (
+        "auto"
+    )
     output_dir: str
     stages: list[Stage] = Field(min_length=1)
 
@@ -281,9 +413,22 @@ class TrainingManifest(_Strict):
             raise ValueError("model_overrides only applies to a tiny-random:<arch> base_model")
         if self.tokenizer is None and self.base_model.startswith("tiny-random:"):
             raise ValueError("a tiny-random base_model needs an explicit tokenizer")
+        if (
+            not isinstance(self.stages[0], SFTStage)
+            and self.tokenizer
+            and (self.tokenizer.startswith("in-process-bpe:"))
+        ):
+            raise ValueError("an in-process-bpe tokenizer is trained on SFT data: start with SFT")
+        for i, stage in enumerate(self.stages):
+            if isinstance(stage, MOPDStage):
+                for domain, teacher in stage.teachers.items():
+                    if teacher.startswith("stage:") and teacher[6:] not in names[:i]:
+                        raise ValueError(
+                            f"stages[{i}] teacher {domain!r} = {teacher!r} names no earlier stage"
+                        )
         return self
 
-    def stage(self, name: str) -> SFTStage | GRPOStage:
+    def stage(self, name: str) -> SFTStage | GRPOStage | MOPDStage:
         """The stage called `name`, or KeyError listing the stage names."""
         for s in self.stages:
             if s.name == name:

@@ -1,5 +1,5 @@
-"""Training manifests: the shipped ones validate, bad ones fail naming the field, data hashes
-are enforced (plain files and lake versions), and GRPO stages stop the run with a clear error.
+"""Training manifests: the shipped ones validate, bad ones fail naming the field, and data
+hashes are enforced (plain files and lake versions) once, before any stage trains.
 
 No training happens here (hash and stage-type checks run before any model is built).
 """
@@ -18,8 +18,14 @@ from typer.testing import CliRunner
 from cli.console import CascadeError
 from lake.catalog import Lake
 from schemas.training_manifest import GRPOStage, SFTStage
-from training.runner import ManifestError, StageNotImplementedError, load_manifest, run_cascade
-from training.sft_data import DataHashError, conversations, load_verified
+from training.datasets import DataHashError, load, verify
+from training.runner import ManifestError, load_manifest, run_cascade
+from training.sft_data import conversations
+
+
+def load_verified(ref, where, manifest_dir, lake_path):
+    return load(verify(ref, where, manifest_dir, lake_path))
+
 
 ROOT = Path(__file__).resolve().parents[1]
 GSM8K = ROOT.parent / "shared" / "data" / "sources" / "gsm8k_train.jsonl"
@@ -29,7 +35,7 @@ def sft_stage(ref: str, sha: str, name: str = "sft1") -> dict:
     return {
         "name": name,
         "type": "sft",
-        "datasets": [{"ref": ref, "sha256": sha}],
+        "datasets": [{"ref": ref, "content_hash": sha}],
         "max_seq_len": 256,
         "max_steps": 2,
         "optimizer": {"learning_rate": 1e-3},
@@ -76,31 +82,59 @@ def test_cascade_8b_manifest_has_the_papers_structure() -> None:
     ups = {d.ref.split("@")[0]: d.upsample for d in s2.datasets}
     assert ups["sft_science_s2"] == 2
     assert [v for k, v in ups.items() if k.startswith("sft_swe")] == [3, 3, 3]
-    rl = m.stages[2:]
-    assert all(isinstance(s, GRPOStage) for s in rl)
-    math = [s for s in rl if s.name.startswith("math_rl")]
-    assert [(s.max_response_len, s.overlong_filtering) for s in math] == [
-        (24576, True),
-        (32768, False),
-        (40960, False),
-    ]
-    rlhf = m.stage("rlhf")
-    assert (
-        rlhf.temperature,
-        rlhf.optimizer.learning_rate,
-        rlhf.rollouts_per_prompt,
-        rlhf.thinking_fraction,
-        rlhf.max_response_len,
-    ) == (0.6, 2e-6, 8, 0.5, 12288)
-    code = m.stage("code_rl")
-    assert (code.optimizer.learning_rate, code.temperature, code.code_switch_reward) == (
-        4e-6,
-        1.0,
-        0.0,
+    # The RL stages carry the recipe's numbers (sections 7.2-7.4), one row per stage:
+    # prompts x rollouts, temperature, top-p, top-k, LR, max response, overlong filtering,
+    # max steps, thinking share, reward, code-switch reward, dynamic filtering.
+    rl = {s.name: s for s in m.stages[2:]}
+    assert all(isinstance(s, GRPOStage) for s in rl.values())
+    got = {
+        name: (
+            s.batch.prompts_per_step,
+            s.batch.rollouts_per_prompt,
+            s.temperature,
+            s.top_p,
+            s.top_k,
+            s.optimizer.learning_rate,
+            s.max_response_len,
+            s.overlong_filtering,
+            s.max_steps,
+            s.thinking_fraction,
+            s.reward,
+            s.code_switch_reward,
+            s.dynamic_filtering,
+        )
+        for name, s in rl.items()
+    }
+    math_rl = (128, 8, 1.0, 0.95, None, 2e-6)
+    tail = (1.0, "math_verifier", -1.0, "epoch")
+    assert got == {
+        "rlhf": (128, 8, 0.6, 0.95, None, 2e-6, 12288, False, 800, 0.5, "reward_model")
+        + ("batch_min_minus_10", "none"),
+        "if_rl_ifeval": (128, 8, 0.6, 0.95, 20, 2e-6, 8192, False, 2000, 0.0, "if_verifier")
+        + (None, "batch"),
+        "if_rl_ifbench": (128, 8, 0.6, 0.95, 20, 2e-6, 8192, False, 1000, 0.0, "if_verifier")
+        + (None, "batch"),
+        "math_rl_24k": (*math_rl, 24576, True, 200, *tail),
+        "math_rl_32k": (*math_rl, 32768, False, 200, *tail),
+        "math_rl_40k": (*math_rl, 40960, False, 200, *tail),
+        "code_rl": (128, 8, 1.0, 0.95, None, 4e-6, 49152, False, 90, 1.0, "code_tests")
+        + (0.0, "none"),
+        "swe_rl_16k": (128, 16, 1.0, 1.0, None, 2.5e-6, 16384, True, 30, 1.0)
+        + ("swe_patch_similarity", None, "none"),
+        "swe_rl_24k": (128, 16, 1.0, 1.0, None, 2.5e-6, 16384, True, 30, 1.0)
+        + ("swe_patch_similarity", None, "none"),
+    }
+    assert all(
+        (s.kl_coef, s.entropy_coef, s.loss_level, s.reward_shaping) == (0, 0, "token", "none")
+        for s in rl.values()
     )
-    swe = [m.stage("swe_rl_16k"), m.stage("swe_rl_24k")]
-    assert [s.max_prompt_len for s in swe] == [16384, 24576]
-    assert all(s.rollouts_per_prompt == 16 and s.optimizer.learning_rate == 2.5e-6 for s in swe)
+    # Length curriculum: each math phase may end once <= 10% of responses are cut off.
+    assert [rl[n].stop_when_truncated_share_below for n in ("math_rl_24k", "math_rl_32k")] == [
+        0.1,
+        0.1,
+    ]
+    assert [rl["swe_rl_16k"].max_prompt_len, rl["swe_rl_24k"].max_prompt_len] == [16384, 24576]
+    assert (rl["if_rl_ifeval"].readmit_hard, rl["math_rl_24k"].readmit_easy) == (0.1, 0.01)
 
 
 def test_demo_manifest_validates() -> None:
@@ -115,7 +149,7 @@ def test_invalid_manifest_errors_name_each_field(tmp_path: Path) -> None:
     bad["stages"][3]["temperature"] = -1
     bad["stages"][0]["datasets"][0]["ref"] = "not a ref"
     bad["stages"][2]["learning_rate"] = 1e-6  # belongs under optimizer
-    bad["stages"][5]["datasets"][0]["sha256"] = "abc"
+    bad["stages"][5]["datasets"][0]["content_hash"] = "abc"
     path = write(tmp_path / "bad.json", bad)
     with pytest.raises(ManifestError) as info:
         load_manifest(path)
@@ -125,7 +159,7 @@ def test_invalid_manifest_errors_name_each_field(tmp_path: Path) -> None:
         "stages[3](if_rl_ifeval).temperature: Input should be greater than 0",
         "stages[0](sft_stage1).datasets[0].ref:",
         "stages[2](rlhf).learning_rate: Extra inputs are not permitted",
-        "stages[5](math_rl_24k).datasets[0].sha256: Value error, expected 64 lowercase hex",
+        "stages[5](math_rl_24k).datasets[0].content_hash: Value error, expected 64 lowercase hex",
     ):
         assert f"{path}: {field}" in msg, msg
 
@@ -216,38 +250,25 @@ def test_lake_reference_is_checked_against_the_recorded_content_hash(tmp_path: P
     assert [c.mode for c in convs] == ["think", "no_think"]
     assert convs[0].messages[1].reasoning == "2+3=5"
 
-    tampered = DatasetRef(**{**ref, "sha256": "f" * 64})
+    tampered = DatasetRef(**{**ref, "content_hash": "f" * 64})
     with pytest.raises(DataHashError, match=r"stages\[sft1\].datasets\[0\]: sft_demo@1: content"):
         load_verified(tampered, "stages[sft1].datasets[0]", tmp_path, tmp_path / "lake")
     # Corrupting the stored Parquet bytes is caught too, even with the recorded hash.
-    parquet = lake.files(f"sft_demo@{info.version}")[0]
+    parquet = Path(lake.files(f"sft_demo@{info.version}")[0])
     parquet.chmod(0o644)
     parquet.write_bytes(parquet.read_bytes()[:-1] + b"\x00")
     with pytest.raises(DataHashError, match="does not match"):
         load_verified(DatasetRef(**ref), "stages[sft1].datasets[0]", tmp_path, tmp_path / "lake")
 
 
-def test_grpo_stage_is_reported_as_not_implemented(tmp_path: Path) -> None:
-    spec = json.loads((ROOT / "manifests" / "cascade_8b.json").read_text())
-    spec["output_dir"] = str(tmp_path / "out")
-    path = write(tmp_path / "m.json", spec)
-    said: list[str] = []
-    with pytest.raises(
-        StageNotImplementedError,
-        match="'rlhf' is a grpo stage, and GRPO training is not implemented yet",
-    ):
-        run_cascade(path, stage="rlhf", say=said.append, show_progress=False)
-
-
 def test_cli_reports_manifest_errors_as_one_message(tmp_path: Path) -> None:
-    import cli
-    from cli import app
+    from cli.main import command_app
 
-    cli._register()
+    app = command_app()
     path = write(tmp_path / "m.json", manifest_dict(sft_stage("d.jsonl", "xyz")))
     result = CliRunner().invoke(app, ["train", "--manifest", str(path)])
     assert isinstance(result.exception, CascadeError)
-    assert "stages[0](sft1).datasets[0].sha256" in str(result.exception)
+    assert "stages[0](sft1).datasets[0].content_hash" in str(result.exception)
 
 
 def test_row_errors_name_the_row(tmp_path: Path) -> None:
@@ -258,7 +279,7 @@ def test_row_errors_name_the_row(tmp_path: Path) -> None:
     from schemas.training_manifest import DatasetRef
 
     sha = hashlib.sha256(data.read_bytes()).hexdigest()
-    verified = load_verified(DatasetRef(ref="chat.jsonl", sha256=sha), "x", tmp_path, None)
+    verified = load_verified(DatasetRef(ref="chat.jsonl", content_hash=sha), "x", tmp_path, None)
     with pytest.raises(ValueError, match=r"chat.jsonl row 1: message 0 has role 'robot'"):
         list(conversations(verified))
 
@@ -269,7 +290,7 @@ def test_gsm8k_file_with_prompt_columns_becomes_chats() -> None:
     sha = hashlib.sha256(GSM8K.read_bytes()).hexdigest()
     ref = DatasetRef(
         ref=str(GSM8K),
-        sha256=sha,
+        content_hash=sha,
         limit=5,
         prompt_column="question",
         response_column="answer",
@@ -289,14 +310,14 @@ def test_generations_layout_prompt_messages_plus_reply_columns(tmp_path: Path) -
         [{"role": "system", "content": "Be exact."}, {"role": "user", "content": "2+3?"}]
     )
     rows = [
-        {"messages": prompt, "reasoning": "2+3=5", "answer": "5", "mode": "thinking"},
-        {"messages": prompt, "reasoning": None, "answer": "5", "mode": "non_thinking"},
-        {"messages": prompt, "reasoning": None, "answer": "5", "mode": "sometimes"},
+        {"messages": prompt, "reasoning": "2+3=5", "answer": "5", "mode": "think"},
+        {"messages": prompt, "reasoning": None, "answer": "5", "mode": "no_think"},
+        {"messages": prompt, "reasoning": None, "answer": "5", "mode": "thinking"},
     ]
     info = lake.commit("gens", pa.Table.from_pylist(rows), kind="generic", producer="test")
     ref = DatasetRef(
         ref="gens@1",
-        sha256=info.content_hash,
+        content_hash=info.content_hash,
         response_column="answer",
         reasoning_column="reasoning",
         mode_column="mode",
@@ -310,5 +331,6 @@ def test_generations_layout_prompt_messages_plus_reply_columns(tmp_path: Path) -
         "5",
     )
     assert (second.mode, second.messages[-1].reasoning) == ("no_think", None)
-    with pytest.raises(ValueError, match=r"lake:gens@1 row 2: mode is 'sometimes'"):
+    # One spelling of a mode: the old `thinking` / `non_thinking` are refused, naming the row.
+    with pytest.raises(ValueError, match=r"lake:gens@1 row 2: mode is 'thinking'"):
         next(convs)

@@ -154,7 +154,7 @@ def test_data_stream_epochs_reshuffle_and_cover_every_sample() -> None:
             "type": "sft",
             "max_seq_len": 64,
             "epochs": 3,
-            "datasets": [{"ref": "d.jsonl", "sha256": "0" * 64}],
+            "datasets": [{"ref": "d.jsonl", "content_hash": "0" * 64}],
             "batch": {"global_batch_size": 2, "micro_batch_size": 1},
             "optimizer": {"learning_rate": 1.0},
         }
@@ -210,7 +210,7 @@ def test_packed_and_unpacked_per_token_losses_match(tokenizer, chats, attn) -> N
 
 def test_learning_rate_schedules_warm_up_then_decay_to_the_floor() -> None:
     from schemas.training_manifest import SFTStage
-    from training.sft import lr_lambda
+    from training.distributed import lr_lambda
 
     def stage(**opt: object) -> SFTStage:
         return SFTStage.model_validate(
@@ -219,20 +219,22 @@ def test_learning_rate_schedules_warm_up_then_decay_to_the_floor() -> None:
                 "type": "sft",
                 "max_seq_len": 8,
                 "max_steps": 10,
-                "datasets": [{"ref": "d.jsonl", "sha256": "0" * 64}],
+                "datasets": [{"ref": "d.jsonl", "content_hash": "0" * 64}],
                 "batch": {"global_batch_size": 1, "micro_batch_size": 1},
                 "optimizer": {"learning_rate": 1.0, **opt},
             }
         )
 
-    cosine = lr_lambda(stage(schedule="cosine", warmup_steps=4, min_learning_rate_ratio=0.1), 104)
+    cosine = lr_lambda(
+        stage(schedule="cosine", warmup_steps=4, min_learning_rate_ratio=0.1).optimizer, 104
+    )
     assert [cosine(s) for s in range(4)] == pytest.approx([0.2, 0.4, 0.6, 0.8])
     assert cosine(4) == pytest.approx(1.0)
     assert cosine(54) == pytest.approx(0.55)  # halfway: floor + (1 - floor) / 2
     assert cosine(104) == pytest.approx(0.1)
-    linear = lr_lambda(stage(schedule="linear", warmup_ratio=0.1), 100)
+    linear = lr_lambda(stage(schedule="linear", warmup_ratio=0.1).optimizer, 100)
     assert linear(10) == pytest.approx(1.0) and linear(55) == pytest.approx(0.5)
-    constant = lr_lambda(stage(schedule="constant"), 100)
+    constant = lr_lambda(stage(schedule="constant").optimizer, 100)
     assert {constant(s) for s in range(100)} == {1.0}
 
 
@@ -275,7 +277,7 @@ def tiny_manifest(tmp_path: Path, data: Path, sha: str, out: str, **stage: objec
             {
                 "name": "sft1",
                 "type": "sft",
-                "datasets": [{"ref": data.name, "sha256": sha}],
+                "datasets": [{"ref": data.name, "content_hash": sha}],
                 "max_seq_len": 512,
                 "max_steps": 10,
                 "optimizer": {"learning_rate": 3e-3, "schedule": "cosine", "warmup_steps": 2},
@@ -327,7 +329,7 @@ def test_zero_stages_agree_and_final_model_records_provenance(tmp_path: Path) ->
     assert logs[0] == pytest.approx(logs[3], rel=1e-4)
     final = tmp_path / "z3" / "sft1" / "final"
     trained_on = json.loads((final / "trained_on.json").read_text())
-    assert trained_on["datasets"][0]["sha256"] == sha
+    assert trained_on["datasets"][0]["content_hash"] == sha
     assert trained_on["manifest"]["stages"][0]["deepspeed"]["zero_stage"] == 3
     assert trained_on["code_version"] and trained_on["step"] == 3
     weights = load_file(final / "model.safetensors")

@@ -3,7 +3,13 @@
 Format (Cascade 1, recipe section 2): every turn is `<|im_start|>{role}\\n{content}<|im_end|>\\n`;
 ` /think` or ` /no_think` is appended to each user message; a thinking reply is
 `<think>\\n{reasoning}\\n</think>\\n{answer}` and a non-thinking reply is the answer alone (no
-empty think block).
+empty think block). A user turn that already ends with a flag keeps its own (the recipe switches
+modes mid-conversation that way).
+
+`CHAT_TEMPLATE` is the same format as a Jinja chat template; it is saved on every tokenizer the
+trainer writes, so `apply_chat_template(messages, mode="think"|"no_think",
+add_generation_prompt=True)` (or Qwen3's `enable_thinking=True|False`) renders a prompt exactly
+as training did, and any transformers-based server can use a trained model as is.
 
 Training targets are the assistant reply tokens plus the `<|im_end|>` that closes each reply
 (so the model learns to stop); role headers, system/user/tool turns and the newline after
@@ -25,8 +31,45 @@ PAD = "<|endoftext|>"
 SPECIAL_TOKENS = (PAD, IM_START, IM_END, THINK_OPEN, THINK_CLOSE)
 ROLES = ("system", "user", "assistant", "tool")
 IGNORE_INDEX = -100
+GENERATION_PROMPT = f"{IM_START}assistant\n"
 
 Mode = Literal["think", "no_think"]
+MODES: tuple[Mode, ...] = ("think", "no_think")
+FLAGS: dict[Mode, str] = {"think": "/think", "no_think": "/no_think"}
+
+CHAT_TEMPLATE = (
+    "{%- set think = true -%}"
+    "{%- if mode is defined -%}"
+    "{%- if mode not in ['think', 'no_think'] -%}"
+    "{{- raise_exception(\"mode must be 'think' or 'no_think', got \" ~ mode) -}}"
+    "{%- endif -%}"
+    "{%- set think = mode == 'think' -%}"
+    "{%- elif enable_thinking is defined -%}"
+    "{%- set think = enable_thinking -%}"
+    "{%- endif -%}"
+    "{%- set flag = ' /think' if think else ' /no_think' -%}"
+    "{%- for message in messages -%}"
+    "{%- if message.role not in ['system', 'user', 'assistant', 'tool'] -%}"
+    "{{- raise_exception('unknown role ' ~ message.role) -}}"
+    "{%- endif -%}"
+    "{{- '<|im_start|>' + message.role + '\\n' -}}"
+    "{%- if message.role == 'assistant' -%}"
+    "{%- if message.reasoning is defined and message.reasoning is not none -%}"
+    "{{- '<think>\\n' + message.reasoning + '\\n</think>\\n' -}}"
+    "{%- endif -%}"
+    "{{- message.content + '<|im_end|>\\n' -}}"
+    "{%- elif message.role == 'user' -%}"
+    "{%- if message.content.endswith('/think') or message.content.endswith('/no_think') -%}"
+    "{{- message.content + '<|im_end|>\\n' -}}"
+    "{%- else -%}"
+    "{{- message.content + flag + '<|im_end|>\\n' -}}"
+    "{%- endif -%}"
+    "{%- else -%}"
+    "{{- message.content + '<|im_end|>\\n' -}}"
+    "{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
+)
 
 
 class ChatFormatError(ValueError):
@@ -91,9 +134,16 @@ def infer_mode(messages: Sequence[Message]) -> Mode:
     return "no_think"
 
 
+def has_flag(content: str) -> bool:
+    """True when a user turn already ends with `/think` or `/no_think`."""
+    return content.endswith(tuple(FLAGS.values()))
+
+
 def render_segments(messages: Sequence[Message], mode: Mode) -> list[tuple[str, bool]]:
     """The chat as (text, is_target) pieces; joining the texts gives the full ChatML string."""
-    flag = " /think" if mode == "think" else " /no_think"
+    if mode not in MODES:
+        raise ChatFormatError(f"mode must be one of {MODES}, got {mode!r}")
+    flag = f" {FLAGS[mode]}"
     segments: list[tuple[str, bool]] = []
     for m in messages:
         segments.append((f"{IM_START}{m.role}\n", False))
@@ -105,7 +155,8 @@ def render_segments(messages: Sequence[Message], mode: Mode) -> list[tuple[str, 
             segments.append((IM_END, True))
             segments.append(("\n", False))
         else:
-            body = m.content + flag if m.role == "user" else m.content
+            needs_flag = m.role == "user" and not has_flag(m.content)
+            body = m.content + flag if needs_flag else m.content
             segments.append((f"{body}{IM_END}\n", False))
     return segments
 
@@ -115,11 +166,26 @@ def render_text(messages: Sequence[Message], mode: Mode) -> str:
     return "".join(text for text, _ in render_segments(messages, mode))
 
 
+def render_prompt(messages: Sequence[Message], mode: Mode) -> str:
+    """The chat followed by the assistant header: what a model continues at generation time."""
+    return render_text(messages, mode) + GENERATION_PROMPT
+
+
 def tokenize_chat(tokenizer: object, messages: Sequence[Message], mode: Mode) -> TokenizedChat:
     """Tokenize each segment separately so the target mask is exact."""
+    return _tokenize_segments(tokenizer, render_segments(messages, mode))
+
+
+def tokenize_prompt(tokenizer: object, messages: Sequence[Message], mode: Mode) -> list[int]:
+    """Token ids of `render_prompt`, split exactly as training splits the same chat."""
+    segments = [*render_segments(messages, mode), (GENERATION_PROMPT, False)]
+    return _tokenize_segments(tokenizer, segments).input_ids
+
+
+def _tokenize_segments(tokenizer: object, segments: list[tuple[str, bool]]) -> TokenizedChat:
     ids: list[int] = []
     mask: list[bool] = []
-    for text, is_target in render_segments(messages, mode):
+    for text, is_target in segments:
         piece = tokenizer(text, add_special_tokens=False)["input_ids"]  # type: ignore[operator]
         ids.extend(piece)
         mask.extend([is_target] * len(piece))

@@ -2,9 +2,10 @@
 
 A checkpoint is a DeepSpeed tag directory `checkpoints/step_NNNNNNN` (model, optimizer and
 scheduler state) whose client state carries the global step, the data position and every RNG
-state. It counts only once `COMPLETE` exists: a run killed mid-save leaves a directory without
-it, which resume ignores and removes. `trained_on.json` (manifest, dataset hashes, code
-version) sits in every checkpoint and in the stage's final model directory.
+state (RL stages add their prompt order and epoch-filter state). It counts only once `COMPLETE`
+exists: a run killed mid-save leaves a directory without it, which resume ignores and removes.
+`trained_on.json` (manifest, dataset hashes, code version) sits in every checkpoint and in the
+stage's final model directory, next to the weights and the tokenizer with its chat template.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+from lake import code_version
 
 COMPLETE = "COMPLETE"
 TRAINED_ON = "trained_on.json"
@@ -78,3 +81,92 @@ def restore_rng_state(state: dict) -> None:
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def provenance(ctx: object, datasets: list[dict], **facts: object) -> dict:
+    """The `trained_on.json` record of a stage: manifest, data, starting point, code version.
+
+    `ctx` is the stage's StageContext; `datasets` the `LoadedDataset.describe()` records;
+    `facts` anything the stage adds (sample counts, world size, attention backend, ...).
+    """
+    manifest = ctx.manifest  # type: ignore[attr-defined]
+    return {
+        "manifest_path": str(ctx.manifest_path),  # type: ignore[attr-defined]
+        "manifest": manifest.model_dump(mode="json"),
+        "stage": ctx.stage.name,  # type: ignore[attr-defined]
+        "datasets": datasets,
+        "init_from": str(ctx.init_from) if ctx.init_from else manifest.base_model,  # type: ignore[attr-defined]
+        "code_version": code_version(),
+        **facts,
+        **ctx.extra_provenance,  # type: ignore[attr-defined]
+    }
+
+
+def refuse_to_overwrite(checkpoint_dir: Path, stage_name: str, resume: bool) -> None:
+    """A fresh run must not silently mix with an earlier run's checkpoints."""
+    if not resume and complete_tags(checkpoint_dir):
+        raise ValueError(
+            f"stage {stage_name!r} already has checkpoints in {checkpoint_dir}; pass --resume "
+            "to continue or remove the directory to start over"
+        )
+
+
+def load_latest(engine: object, checkpoint_dir: Path, rank: int) -> dict | None:
+    """Load the newest complete checkpoint into `engine`; its client state, or None."""
+    if rank == 0:
+        remove_incomplete(checkpoint_dir)
+    torch.distributed.barrier()
+    tags = complete_tags(checkpoint_dir)
+    if not tags:
+        return None
+    _, client = engine.load_checkpoint(str(checkpoint_dir), tag=tags[-1][1])  # type: ignore[attr-defined]
+    return client
+
+
+def save_step(
+    engine: object,
+    checkpoint_dir: Path,
+    step: int,
+    client: dict,
+    record: dict,
+    rank: int,
+    keep: int,
+) -> None:
+    """Save a resumable checkpoint (client state + every RNG), mark it complete, rotate."""
+    tag = tag_for(step)
+    state = {**client, "step": step, "rng": rng_state()}
+    engine.save_checkpoint(str(checkpoint_dir), tag=tag, client_state=state)  # type: ignore[attr-defined]
+    torch.distributed.barrier()
+    if rank == 0:
+        mark_complete(checkpoint_dir / tag, record)
+        rotate(checkpoint_dir, keep)
+    torch.distributed.barrier()
+
+
+def save_final(
+    engine: object, tokenizer: object, final_dir: Path, record: dict, rank: int, zero_stage: int
+) -> None:
+    """Save a plain transformers model + tokenizer (with its chat template) + provenance.
+
+    Written to `final.tmp` and renamed, so a `final/` directory is always complete.
+    """
+    import deepspeed
+
+    module = engine.module  # type: ignore[attr-defined]
+    tmp = final_dir.with_name(final_dir.name + ".tmp")
+    if rank == 0 and tmp.exists():
+        shutil.rmtree(tmp)
+    if zero_stage == 3:
+        with deepspeed.zero.GatheredParameters(list(module.parameters()), modifier_rank=None):
+            if rank == 0:
+                state = {k: v.detach().cpu().clone() for k, v in module.state_dict().items()}
+                module.save_pretrained(tmp, state_dict=state)
+    elif rank == 0:
+        module.save_pretrained(tmp)
+    if rank == 0:
+        tokenizer.save_pretrained(tmp)  # type: ignore[attr-defined]
+        (tmp / TRAINED_ON).write_text(json.dumps(record, indent=2, default=str))
+        if final_dir.exists():
+            shutil.rmtree(final_dir)
+        tmp.rename(final_dir)
+    torch.distributed.barrier()

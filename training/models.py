@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
 
-from training.chat_template import IM_END, IM_START, PAD, SPECIAL_TOKENS
+from training.chat_template import CHAT_TEMPLATE, IM_END, IM_START, PAD, SPECIAL_TOKENS
 
 TINY_DEFAULTS: dict[str, int | float | str | bool] = {
     "hidden_size": 64,
@@ -41,16 +41,23 @@ def train_bpe_tokenizer(texts: Iterable[str], vocab_size: int) -> PreTrainedToke
         show_progress=False,
     )
     tok.train_from_iterator(texts, trainer=trainer)
-    return PreTrainedTokenizerFast(
+    trained = PreTrainedTokenizerFast(
         tokenizer_object=tok,
         pad_token=PAD,
         eos_token=IM_END,
         additional_special_tokens=[t for t in SPECIAL_TOKENS if t not in (PAD, IM_END)],
     )
+    trained.chat_template = CHAT_TEMPLATE
+    return trained
 
 
 def load_tokenizer(spec: str, texts: Iterable[str] | None = None) -> PreTrainedTokenizerFast:
-    """`in-process-bpe:<vocab>` (needs `texts`) or a local path / cached hub id."""
+    """`in-process-bpe:<vocab>` (needs `texts`) or a local path / cached hub id.
+
+    The tokenizer always carries the trainer's own chat template (`CHAT_TEMPLATE`), replacing
+    the one it came with: the model is trained on that rendering, so it is the one saved next
+    to the weights for generation.
+    """
     if spec.startswith("in-process-bpe:"):
         if texts is None:
             raise ValueError("in-process-bpe tokenizer needs training texts")
@@ -61,6 +68,7 @@ def load_tokenizer(spec: str, texts: Iterable[str] | None = None) -> PreTrainedT
         raise ValueError(f"tokenizer {spec!r} lacks the ChatML tokens {missing}")
     if tok.pad_token is None:
         tok.pad_token = PAD if PAD in tok.get_vocab() else IM_END
+    tok.chat_template = CHAT_TEMPLATE
     return tok
 
 
@@ -85,17 +93,20 @@ def build_model(
 
 
 def pick_attn_implementation(requested: str, on_gpu: bool) -> str:
-    """`auto`: flash_attention_2 on GPU when flash-attn is installed, else SDPA."""
+    """`auto`: on GPU flash_attention_2 when flash-attn is installed, else PyTorch's
+    flex_attention (transformers turns packed position ids into a document mask, so packed
+    rows keep fast block-sparse kernels instead of SDPA's dense block-diagonal mask); on CPU
+    SDPA (flex_attention's CPU kernels are compiled per shape and fail on some shapes)."""
     if requested != "auto":
         return requested
-    if on_gpu:
-        try:
-            import flash_attn  # noqa: F401
+    if not on_gpu:
+        return "sdpa"
+    try:
+        import flash_attn  # noqa: F401
 
-            return "flash_attention_2"
-        except ImportError:
-            return "sdpa"
-    return "sdpa"
+        return "flash_attention_2"
+    except ImportError:
+        return "flex_attention"
 
 
 def is_local_model(path: str | Path) -> bool:

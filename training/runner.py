@@ -1,9 +1,9 @@
 """The cascade runner: stages in manifest order, each from the previous stage's final model.
 
 Layout under the manifest's `output_dir` (relative paths resolve against the manifest file):
-`<stage>/checkpoints/step_N/` (resumable), `<stage>/final/` (transformers model + tokenizer +
-`trained_on.json`), `<stage>/log.jsonl`. GRPO stages validate but do not run yet: the runner
-says so and stops there instead of skipping them.
+`<stage>/checkpoints/step_N/` (resumable), `<stage>/final/` (transformers model + tokenizer
+with its chat template + `trained_on.json`), `<stage>/log.jsonl`. Every stage's data hashes
+are checked once, before the first stage trains.
 """
 
 from __future__ import annotations
@@ -15,15 +15,12 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from schemas.training_manifest import GRPOStage, SFTStage, TrainingManifest
+from schemas.training_manifest import GRPOStage, MOPDStage, SFTStage, TrainingManifest
+from training.datasets import VerifiedRef, verify
 
 
 class ManifestError(ValueError):
     """A training manifest cannot be read or does not validate; the message names the field."""
-
-
-class StageNotImplementedError(RuntimeError):
-    """The manifest asks for a stage type this trainer cannot run yet."""
 
 
 def load_manifest(path: str | Path) -> TrainingManifest:
@@ -56,7 +53,7 @@ def _field_path(raw: object, loc: tuple) -> str:
             if isinstance(node, dict) and "name" in node:
                 parts[-1] += f"({node['name']})"
             continue
-        if key in ("sft", "grpo") and isinstance(node, dict) and node.get("type") == key:
+        if key in ("sft", "grpo", "mopd") and isinstance(node, dict) and node.get("type") == key:
             continue  # the discriminated-union tag pydantic inserts
         parts.append(str(key))
         node = node.get(key) if isinstance(node, dict) else None
@@ -67,7 +64,7 @@ def _field_path(raw: object, loc: tuple) -> str:
 class StagePlan:
     """One stage to run, where it starts from and where it writes."""
 
-    stage: SFTStage | GRPOStage
+    stage: SFTStage | GRPOStage | MOPDStage
     stage_dir: Path
     init_from: Path | None
 
@@ -86,8 +83,7 @@ def plan(manifest: TrainingManifest, manifest_path: Path, only: str | None) -> l
     manifest.stage(only)  # raises naming the known stages
     chosen = [p for p in plans if p.stage.name == only]
     first = chosen[0]
-    needs_init = isinstance(first.stage, SFTStage) and first.init_from is not None
-    if needs_init and not (first.init_from / "config.json").is_file():
+    if first.init_from is not None and not (first.init_from / "config.json").is_file():
         raise FileNotFoundError(
             f"stage {only!r} starts from {first.init_from}, which does not exist yet; "
             "run the earlier stages first"
@@ -95,19 +91,38 @@ def plan(manifest: TrainingManifest, manifest_path: Path, only: str | None) -> l
     return chosen
 
 
-def verify_data(plans: list[StagePlan], manifest_path: Path, lake_path: str | Path | None) -> None:
-    """Check every SFT stage's data hashes before training anything.
+@dataclass
+class VerifiedStage:
+    """A stage's references after their hash check (done once, here)."""
+
+    datasets: list[VerifiedRef]
+    eval_dataset: VerifiedRef | None
+
+
+def verify_data(
+    plans: list[StagePlan], manifest_path: Path, lake_path: str | Path | None
+) -> dict[str, VerifiedStage]:
+    """Check every stage's data hashes before training anything.
 
     A wrong hash in a late stage should stop the run now, not after days of earlier stages.
-    (GRPO stages are checked when GRPO lands; their data is read by the rollout loop.)
     """
-    from training.sft_data import verify_hash
-
+    checked = {}
     for p in plans:
-        if isinstance(p.stage, SFTStage):
-            for i, ref in enumerate(p.stage.datasets):
-                where = f"{manifest_path}: stages[{p.stage.name}].datasets[{i}]"
-                verify_hash(ref, where, manifest_path.parent, lake_path)
+        where = f"{manifest_path}: stages[{p.stage.name}]"
+        refs = [
+            verify(ref, f"{where}.datasets[{i}]", manifest_path.parent, lake_path)
+            for i, ref in enumerate(p.stage.datasets)
+        ]
+        evaluation = getattr(p.stage, "evaluation", None)
+        eval_ref = (
+            verify(
+                evaluation.dataset, f"{where}.evaluation.dataset", manifest_path.parent, lake_path
+            )
+            if evaluation is not None
+            else None
+        )
+        checked[p.stage.name] = VerifiedStage(refs, eval_ref)
+    return checked
 
 
 def run_cascade(
@@ -117,46 +132,56 @@ def run_cascade(
     lake_path: str | Path | None = None,
     show_progress: bool = True,
     say: Callable[[str], None] = print,
+    reward_fn: Callable | None = None,
 ) -> list[Path]:
-    """Run the manifest's stages (or one) in order; return the final model dirs produced."""
+    """Run the manifest's stages (or one) in order; return the final model dirs produced.
+
+    `reward_fn` (TRL-style `(prompts, completions, **columns) -> list[float | None]`) replaces
+    the reward of every GRPO stage run, for experiments and controls.
+    """
     manifest_path = Path(manifest_path).resolve()
     manifest = load_manifest(manifest_path)
     plans = plan(manifest, manifest_path, stage)
-    verify_data(plans, manifest_path, lake_path)
-    grpo = [p.stage.name for p in plans if isinstance(p.stage, GRPOStage)]
-    if grpo:
-        say(f"note: GRPO stages {grpo} are not implemented yet; the run will stop at the first")
+    checked = verify_data(plans, manifest_path, lake_path)
+    all_plans = plan(manifest, manifest_path, None)
+    finals_by_name = {p.stage.name: p.stage_dir / "final" for p in all_plans}
     finals: list[Path] = []
     for p in plans:
-        if isinstance(p.stage, GRPOStage):
-            raise StageNotImplementedError(
-                f"stage {p.stage.name!r} is a grpo stage, and GRPO training is not implemented "
-                f"yet; stopped before it (finished: {[f.parent.name for f in finals] or 'none'})"
-            )
         if resume and (p.stage_dir / "final" / "trained_on.json").is_file():
             say(f"stage {p.stage.name}: already finished ({p.stage_dir / 'final'}), skipping")
             finals.append(p.stage_dir / "final")
             continue
-        from training.sft import StageContext, run_sft_stage  # heavy: only when training
+        from training.stage import StageContext  # heavy: only when training
 
         say(
-            f"stage {p.stage.name}: sft, from {p.init_from or manifest.base_model} -> {p.stage_dir}"
+            f"stage {p.stage.name}: {p.stage.type}, from {p.init_from or manifest.base_model} "
+            f"-> {p.stage_dir}"
         )
-        result = run_sft_stage(
-            StageContext(
-                manifest=manifest,
-                manifest_path=manifest_path,
-                stage=p.stage,
-                stage_dir=p.stage_dir,
-                init_from=p.init_from,
-                lake_path=lake_path,
-                resume=resume,
-                show_progress=show_progress,
-            )
+        ctx = StageContext(
+            manifest=manifest,
+            manifest_path=manifest_path,
+            stage=p.stage,
+            stage_dir=p.stage_dir,
+            init_from=p.init_from,
+            datasets=checked[p.stage.name].datasets,
+            eval_dataset=checked[p.stage.name].eval_dataset,
+            lake_path=lake_path,
+            resume=resume,
+            show_progress=show_progress,
+            reward_fn=reward_fn,
+            stage_finals=finals_by_name,
         )
+        if isinstance(p.stage, SFTStage):
+            from training.sft import run_sft_stage
+
+            result = run_sft_stage(ctx)
+        else:
+            from training.grpo import run_rl_stage
+
+            result = run_rl_stage(ctx)
+        loss = result.last_loss if result.last_loss is None else round(result.last_loss, 4)
         say(
-            f"stage {p.stage.name}: {result.steps} steps, last loss "
-            f"{result.last_loss if result.last_loss is None else round(result.last_loss, 4)}, "
+            f"stage {p.stage.name}: {result.steps} steps, last loss {loss}, "
             f"model in {result.final_dir}"
         )
         finals.append(result.final_dir)

@@ -1,130 +1,41 @@
 """One SFT stage with DeepSpeed: packed ChatML data, assistant-only token-level loss.
 
-Reads top to bottom: distributed setup, data (hash-checked), tokenizer and model, DeepSpeed
-engine, resume, then the loop (micro batches -> backward -> step -> log -> checkpoint), and
-the final model save with its provenance.
+`run_sft_stage` reads top to bottom: setup, data, tokenizer and model, engine, resume, then the
+loop (micro batches -> backward -> step -> log -> checkpoint) and the final model.
 
 Loss: the sum of per-token cross-entropy over the global batch's target tokens divided by
-their count (token-level mean over the whole global batch, whatever the packing or the
-accumulation split), so packed and unpacked batches give the same gradient.
+their count (token-level mean over the whole global batch, whatever the packing, the
+accumulation split or the number of ranks), so packed and unpacked batches give the same
+gradient.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import shutil
-import socket
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from schemas.training_manifest import SFTStage, TrainingManifest
+from schemas.training_manifest import SFTStage
 from training import checkpoint as ckpt
 from training.chat_template import IGNORE_INDEX
-from training.models import build_model, is_local_model, load_tokenizer, pick_attn_implementation
+from training.datasets import load
+from training.distributed import (
+    all_sum,
+    enable_gradient_checkpointing,
+    grad_norm,
+    init_distributed,
+    make_engine,
+)
+from training.models import pick_attn_implementation
 from training.packing import Batch, collate, epoch_rows
-from training.sft_data import load_verified, tokenize_stage, training_texts
+from training.sft_data import tokenize_stage, training_texts
+from training.stage import StageContext, StageResult, stage_model, stage_tokenizer
+from training.step_log import StepLog
 
 STEP_DELAY_ENV = "CASCADE_TRAIN_STEP_DELAY_S"  # tests: slow steps so a kill lands mid-run
-
-
-@dataclass
-class StageContext:
-    """Where a stage reads from and writes to, and how the run was started."""
-
-    manifest: TrainingManifest
-    manifest_path: Path
-    stage: SFTStage
-    stage_dir: Path
-    init_from: Path | None  # previous stage's final model (None: the manifest's base model)
-    lake_path: str | Path | None = None
-    resume: bool = False
-    show_progress: bool = True
-    extra_provenance: dict = field(default_factory=dict)
-
-
-@dataclass
-class StageResult:
-    final_dir: Path
-    steps: int
-    last_loss: float | None
-
-
-# ---------------------------------------------------------------- distributed setup ----------
-
-
-def init_distributed() -> tuple[int, int, torch.device]:
-    """Join (or create) the process group: NCCL on GPU, gloo on CPU; single process by default."""
-    import deepspeed
-
-    os.environ.setdefault("RANK", "0")
-    os.environ.setdefault("LOCAL_RANK", "0")
-    os.environ.setdefault("WORLD_SIZE", "1")
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    if "MASTER_PORT" not in os.environ:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            os.environ["MASTER_PORT"] = str(s.getsockname()[1])
-    on_gpu = torch.cuda.is_available()
-    if not torch.distributed.is_initialized():
-        deepspeed.init_distributed(dist_backend="nccl" if on_gpu else "gloo")
-    rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
-    if on_gpu:
-        local = int(os.environ["LOCAL_RANK"])
-        torch.cuda.set_device(local)
-        return rank, world, torch.device("cuda", local)
-    return rank, world, torch.device("cpu")
-
-
-def deepspeed_config(stage: SFTStage, accumulation: int, bf16: bool) -> dict:
-    """The DeepSpeed config a stage implies (optimizer and scheduler are passed as objects)."""
-    spec = stage.deepspeed
-    zero: dict = {"stage": spec.zero_stage}
-    if spec.offload_optimizer:
-        zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
-    if spec.offload_params:
-        zero["offload_param"] = {"device": "cpu", "pin_memory": True}
-    if spec.zero_stage == 3:
-        zero["stage3_gather_16bit_weights_on_model_save"] = True
-    if spec.zero_stage >= 1:
-        zero["overlap_comm"] = torch.cuda.is_available()
-    return {
-        "train_micro_batch_size_per_gpu": stage.batch.micro_batch_size,
-        "gradient_accumulation_steps": accumulation,
-        "gradient_clipping": spec.gradient_clipping,
-        "zero_optimization": zero,
-        "bf16": {"enabled": bf16},
-        "steps_per_print": 10**9,
-        "wall_clock_breakdown": False,
-    }
-
-
-def lr_lambda(stage: SFTStage, total_steps: int) -> Callable[[int], float]:
-    """Linear warmup, then cosine / linear decay to `min_learning_rate_ratio` (or constant)."""
-    opt = stage.optimizer
-    warmup = (
-        opt.warmup_steps if opt.warmup_steps is not None else round(opt.warmup_ratio * total_steps)
-    )
-    floor = opt.min_learning_rate_ratio
-
-    def factor(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / (warmup + 1)
-        if opt.schedule == "constant":
-            return 1.0
-        progress = min(1.0, (step - warmup) / max(1, total_steps - warmup))
-        decay = (
-            0.5 * (1 + math.cos(math.pi * progress)) if opt.schedule == "cosine" else (1 - progress)
-        )
-        return floor + (1 - floor) * decay
-
-    return factor
 
 
 # ---------------------------------------------------------------- data stream ----------------
@@ -235,349 +146,121 @@ def check_packing_isolation(
 
 def run_sft_stage(ctx: StageContext) -> StageResult:
     """Train one SFT stage to its final model directory; resume from the last checkpoint."""
-    import deepspeed
-
-    stage, manifest = ctx.stage, ctx.manifest
+    stage: SFTStage = ctx.stage  # type: ignore[assignment]
     rank, world, device = init_distributed()
-    on_gpu = device.type == "cuda"
-    stage_dir, checkpoint_dir = ctx.stage_dir, ctx.stage_dir / "checkpoints"
-    final_dir = stage_dir / "final"
-    stage_dir.mkdir(parents=True, exist_ok=True)
+    ctx.stage_dir.mkdir(parents=True, exist_ok=True)
+    ckpt.refuse_to_overwrite(ctx.checkpoint_dir, stage.name, ctx.resume)
 
-    if not ctx.resume and ckpt.complete_tags(checkpoint_dir):
-        raise ValueError(
-            f"stage {stage.name!r} already has checkpoints in {checkpoint_dir}; pass --resume "
-            "to continue or remove the directory to start over"
-        )
-
-    # --- data: verify every hash before anything else -------------------------------------
-    verified = [
-        load_verified(
-            ref,
-            f"{ctx.manifest_path}: stages[{stage.name}].datasets[{i}]",
-            ctx.manifest_path.parent,
-            ctx.lake_path,
-        )
-        for i, ref in enumerate(stage.datasets)
-    ]
-
-    # --- tokenizer and model ----------------------------------------------------------------
-    tokenizer_dir = stage_dir / "tokenizer"
-    if ctx.init_from is not None:
-        tokenizer = load_tokenizer(str(ctx.init_from))
-    elif is_local_model(tokenizer_dir) or (tokenizer_dir / "tokenizer.json").is_file():
-        tokenizer = load_tokenizer(str(tokenizer_dir))
-    else:
-        tokenizer = load_tokenizer(
-            manifest.tokenizer or manifest.base_model, texts=training_texts(verified)
-        )
-        if rank == 0:
-            tokenizer.save_pretrained(tokenizer_dir)
-    data = tokenize_stage(stage, verified, tokenizer)
+    # --- data, tokenizer, model (hashes were checked by the runner) --------------------------
+    datasets = [load(v) for v in ctx.datasets]
+    tokenizer = stage_tokenizer(ctx, rank, texts=training_texts(datasets))
+    data = tokenize_stage(stage, datasets, tokenizer)
     if not data.samples:
         raise ValueError(f"stage {stage.name!r}: no sample fits max_seq_len {stage.max_seq_len}")
     stream = DataStream([len(s.input_ids) for s in data.samples], stage)
     total_steps = stream.total_steps()
     accumulation = stage.batch.accumulation_for(world)
-
-    attn = pick_attn_implementation(manifest.attn_implementation, on_gpu)
-    base = str(ctx.init_from) if ctx.init_from is not None else manifest.base_model
-    model = build_model(base, manifest.model_overrides, len(tokenizer), attn, stage.seed)
+    attn = pick_attn_implementation(ctx.manifest.attn_implementation, device.type == "cuda")
+    model = stage_model(ctx, len(tokenizer), attn)
     if stage.gradient_checkpointing:
-        if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.x name
-            model.activation_checkpointing_enable({"use_reentrant": False})
-        else:
-            model.gradient_checkpointing_enable({"use_reentrant": False})
+        enable_gradient_checkpointing(model)
     model.config.use_cache = False
-
-    # --- DeepSpeed engine -------------------------------------------------------------------
-    bf16 = stage.deepspeed.bf16 and on_gpu
-    opt = stage.optimizer
-    optimizer = torch.optim.AdamW(
-        model.parameters(),
-        lr=opt.learning_rate,
-        betas=opt.betas,
-        eps=opt.eps,
-        weight_decay=opt.weight_decay,
+    bf16 = stage.deepspeed.bf16 and device.type == "cuda"
+    engine, scheduler = make_engine(
+        model,
+        stage.optimizer,
+        stage.deepspeed,
+        stage.batch.micro_batch_size,
+        accumulation,
+        total_steps,
+        bf16,
     )
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(stage, total_steps))
-    engine, _, _, _ = deepspeed.initialize(
-        model=model,
-        optimizer=optimizer,
-        lr_scheduler=scheduler,
-        config=deepspeed_config(stage, accumulation, bf16),
-    )
-
     if stage.packing:
         check_packing_isolation(engine, device, len(tokenizer), atol=0.1 if bf16 else 1e-3)
 
-    # --- resume -----------------------------------------------------------------------------
-    data_fingerprint = {
-        "datasets": [v.sha256 for v in data.verified],
+    # --- resume -------------------------------------------------------------------------------
+    fingerprint = {
+        "datasets": [d.ref.content_hash for d in datasets],
         "samples": len(data.samples),
         "sample_tokens": sum(stream.lengths),
     }
-    start_step = 0
     torch.manual_seed(stage.seed)
-    if ctx.resume:
-        if rank == 0:
-            ckpt.remove_incomplete(checkpoint_dir)
-        torch.distributed.barrier()
-        tags = ckpt.complete_tags(checkpoint_dir)
-        if tags:
-            _, tag = tags[-1]
-            _, client = engine.load_checkpoint(str(checkpoint_dir), tag=tag)
-            if client["data"] != data_fingerprint:
-                raise ValueError(
-                    f"stage {stage.name!r}: checkpoint {tag} was trained on different data "
-                    f"({client['data']}) than now ({data_fingerprint}); cannot resume"
-                )
-            start_step = client["step"]
-            ckpt.restore_rng_state(client["rng"])
+    start_step = 0
+    client = ckpt.load_latest(engine, ctx.checkpoint_dir, rank) if ctx.resume else None
+    if client is not None:
+        if client["data"] != fingerprint:
+            raise ValueError(
+                f"stage {stage.name!r}: the checkpoint was trained on different data "
+                f"({client['data']}) than now ({fingerprint}); cannot resume"
+            )
+        start_step = client["step"]
+        ckpt.restore_rng_state(client["rng"])
+    record = ckpt.provenance(
+        ctx,
+        [d.describe() for d in datasets],
+        samples=len(data.samples),
+        dropped_too_long=data.dropped_too_long,
+        dropped_no_target=data.dropped_no_target,
+        world_size=world,
+        bf16=bf16,
+        attn_implementation=attn,
+    )
 
-    # --- logging ----------------------------------------------------------------------------
-    log_path = stage_dir / "log.jsonl"
-    if rank == 0:
-        _truncate_log(log_path, start_step)
-    tensorboard = _tensorboard(stage_dir) if rank == 0 else None
-    provenance = {
-        "manifest_path": str(ctx.manifest_path),
-        "manifest": manifest.model_dump(mode="json"),
-        "stage": stage.name,
-        "datasets": [
-            {
-                "ref": v.ref.ref,
-                "location": v.location,
-                "sha256": v.sha256,
-                "rows": len(v.rows),
-                "upsample": v.ref.upsample,
-                "limit": v.ref.limit,
-            }
-            for v in data.verified
-        ],
-        "samples": len(data.samples),
-        "dropped_too_long": data.dropped_too_long,
-        "dropped_no_target": data.dropped_no_target,
-        "init_from": str(ctx.init_from) if ctx.init_from else manifest.base_model,
-        "code_version": _code_version(),
-        "world_size": world,
-        "bf16": bf16,
-        "attn_implementation": attn,
-        **ctx.extra_provenance,
-    }
-
-    # --- the loop ---------------------------------------------------------------------------
+    # --- the loop -----------------------------------------------------------------------------
     delay = float(os.environ.get(STEP_DELAY_ENV, "0") or 0)
     micro = stage.batch.micro_batch_size
-    pad_id = tokenizer.pad_token_id
     last_loss: float | None = None
     started = time.perf_counter()
-    with _progress(ctx.show_progress and rank == 0, stage.name, total_steps, start_step) as bar:
+    with StepLog(
+        ctx.stage_dir, stage.name, total_steps, start_step, rank, ctx.show_progress
+    ) as log:
         for step in range(start_step, total_steps):
+            step_start = time.perf_counter()
             rows = stream.global_batch(step)
             batches = [
-                collate(rows[i : i + micro], data.samples, pad_id)
+                collate(rows[i : i + micro], data.samples, tokenizer.pad_token_id)
                 for i in range(0, len(rows), micro)
             ]
             n_targets = sum(b.target_tokens for b in batches)
-            mine = batches[rank * accumulation : (rank + 1) * accumulation]
             loss_sum = 0.0
-            step_start = time.perf_counter()
-            for batch in mine:
-                batch = batch.to(device)
-                per_token = token_losses(engine, batch)
-                # DeepSpeed averages gradients over ranks; scale so the result is the mean over
+            for batch in batches[rank * accumulation : (rank + 1) * accumulation]:
+                per_token = token_losses(engine, batch.to(device))
+                # DeepSpeed averages gradients over ranks: scale so the result is the mean over
                 # every target token of the global batch.
-                loss = per_token.sum() * (world / n_targets)
-                engine.backward(loss, scale_wrt_gas=False)
+                engine.backward(per_token.sum() * (world / n_targets), scale_wrt_gas=False)
                 engine.step()
                 loss_sum += float(per_token.detach().sum())
-            if world > 1:
-                total = torch.tensor([loss_sum], device=device)
-                torch.distributed.all_reduce(total)
-                loss_sum = float(total.item())
-            last_loss = loss_sum / n_targets
+            last_loss = all_sum(loss_sum, device) / n_targets
             done = step + 1
-            seconds = time.perf_counter() - step_start
-            record = {
-                "step": done,
-                "loss": last_loss,
-                "lr": scheduler.get_last_lr()[0],
-                "grad_norm": _grad_norm(engine),
-                "target_tokens": n_targets,
-                "tokens": sum(int(b.input_ids.numel()) for b in batches),
-                "useful_tokens": sum(b.real_tokens for b in batches),
-                "step_seconds": seconds,
-                "epoch": stream.position(step)[0],
-            }
-            if rank == 0:
-                with open(log_path, "a") as fh:
-                    fh.write(json.dumps(record) + "\n")
-                if tensorboard is not None:
-                    for key in ("loss", "lr", "grad_norm"):
-                        if record[key] is not None:
-                            tensorboard.add_scalar(f"{stage.name}/{key}", record[key], done)
-            bar(done, last_loss)
+            log.write(
+                {
+                    "step": done,
+                    "loss": last_loss,
+                    "lr": scheduler.get_last_lr()[0],
+                    "grad_norm": grad_norm(engine),
+                    "target_tokens": n_targets,
+                    "tokens": sum(int(b.input_ids.numel()) for b in batches),
+                    "useful_tokens": sum(b.real_tokens for b in batches),
+                    "step_seconds": time.perf_counter() - step_start,
+                    "epoch": stream.position(step)[0],
+                }
+            )
             if done % stage.checkpoint_every_steps == 0 or done == total_steps:
-                _save_checkpoint(
+                position = stream.position(done) if done < total_steps else (None, None)
+                ckpt.save_step(
                     engine,
-                    checkpoint_dir,
+                    ctx.checkpoint_dir,
                     done,
-                    stream,
-                    data_fingerprint,
-                    {**provenance, "step": done},
+                    {"data": fingerprint, "position": position},
+                    {**record, "step": done},
                     rank,
                     stage.keep_checkpoints,
                 )
             if delay:
                 time.sleep(delay)
 
-    # --- final model ------------------------------------------------------------------------
-    _save_final(
-        engine,
-        tokenizer,
-        final_dir,
-        {**provenance, "step": total_steps, "train_seconds": time.perf_counter() - started},
-        rank,
-        stage.deepspeed.zero_stage,
-    )
-    if tensorboard is not None:
-        tensorboard.close()
+    # --- final model --------------------------------------------------------------------------
+    record.update(step=total_steps, train_seconds=time.perf_counter() - started)
+    ckpt.save_final(engine, tokenizer, ctx.final_dir, record, rank, stage.deepspeed.zero_stage)
     engine.destroy()
-    return StageResult(final_dir, total_steps, last_loss)
-
-
-def _grad_norm(engine: object) -> float | None:
-    norm = engine.get_global_grad_norm()  # type: ignore[attr-defined]
-    if norm is None:
-        return None
-    return float(norm)
-
-
-def _save_checkpoint(
-    engine: object,
-    checkpoint_dir: Path,
-    step: int,
-    stream: DataStream,
-    fingerprint: dict,
-    provenance: dict,
-    rank: int,
-    keep: int,
-) -> None:
-    epoch, index = stream.position(step) if step < stream.total_steps() else (None, None)
-    client = {
-        "step": step,
-        "data": fingerprint,
-        "position": {"epoch": epoch, "batch_in_epoch": index},
-        "rng": ckpt.rng_state(),
-    }
-    tag = ckpt.tag_for(step)
-    engine.save_checkpoint(str(checkpoint_dir), tag=tag, client_state=client)  # type: ignore[attr-defined]
-    torch.distributed.barrier()
-    if rank == 0:
-        ckpt.mark_complete(checkpoint_dir / tag, provenance)
-        ckpt.rotate(checkpoint_dir, keep)
-    torch.distributed.barrier()
-
-
-def _save_final(
-    engine: object,
-    tokenizer: object,
-    final_dir: Path,
-    provenance: dict,
-    rank: int,
-    zero_stage: int,
-) -> None:
-    """Save a plain transformers model (+ tokenizer, provenance) the next stage can load."""
-    import deepspeed
-
-    module = engine.module  # type: ignore[attr-defined]
-    tmp = final_dir.with_name(final_dir.name + ".tmp")
-    if rank == 0 and tmp.exists():
-        shutil.rmtree(tmp)
-    params = list(module.parameters())
-    if zero_stage == 3:
-        with deepspeed.zero.GatheredParameters(params, modifier_rank=None):
-            if rank == 0:
-                module.save_pretrained(
-                    tmp,
-                    state_dict={
-                        k: v.detach().cpu().clone() for k, v in module.state_dict().items()
-                    },
-                )
-    elif rank == 0:
-        module.save_pretrained(tmp)
-    if rank == 0:
-        tokenizer.save_pretrained(tmp)  # type: ignore[attr-defined]
-        (tmp / ckpt.TRAINED_ON).write_text(json.dumps(provenance, indent=2, default=str))
-        if final_dir.exists():
-            shutil.rmtree(final_dir)
-        tmp.rename(final_dir)
-    torch.distributed.barrier()
-
-
-def _truncate_log(log_path: Path, keep_through_step: int) -> None:
-    """On resume, drop log lines of steps the killed run did after its last checkpoint."""
-    if not log_path.exists():
-        return
-    kept = [
-        line
-        for line in log_path.read_text().splitlines()
-        if line.strip() and json.loads(line)["step"] <= keep_through_step
-    ]
-    log_path.write_text("".join(line + "\n" for line in kept))
-
-
-def _tensorboard(stage_dir: Path) -> object | None:
-    try:
-        from torch.utils.tensorboard import SummaryWriter
-    except ImportError:  # tensorboard is optional; jsonl is always written
-        return None
-    return SummaryWriter(str(stage_dir / "tensorboard"))
-
-
-def _code_version() -> str:
-    from lake.files import code_version
-
-    return code_version()
-
-
-class _progress:
-    """A rich progress bar over steps (a no-op when disabled)."""
-
-    def __init__(self, enabled: bool, name: str, total: int, start: int) -> None:
-        self.enabled, self.name, self.total, self.start = enabled, name, total, start
-
-    def __enter__(self) -> Callable[[int, float | None], None]:
-        if not self.enabled:
-            return lambda done, loss: None
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-            TimeRemainingColumn,
-        )
-
-        self.progress = Progress(
-            TextColumn(f"[bold]{self.name}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("loss {task.fields[loss]}"),
-            TimeElapsedColumn(),
-            TimeRemainingColumn(),
-        )
-        self.progress.__enter__()
-        task = self.progress.add_task(self.name, total=self.total, completed=self.start, loss="-")
-
-        def update(done: int, loss: float | None) -> None:
-            self.progress.update(
-                task, completed=done, loss=f"{loss:.4f}" if loss is not None else "-"
-            )
-
-        return update
-
-    def __exit__(self, *exc: object) -> None:
-        if self.enabled:
-            self.progress.__exit__(*exc)
+    return StageResult(ctx.final_dir, total_steps, last_loss)

@@ -1,27 +1,21 @@
-"""SFT data: resolve a stage's dataset references, check their hashes, render and tokenize.
+"""SFT data: a stage's verified datasets as conversations, rendered and tokenized.
 
-Inputs are lake table versions (`name@version`, verified with the lake's content hash) or plain
-`.jsonl` / `.parquet` files (verified with the sha256 of the file). Rows carry either a
-`messages` column (a list of {role, content, reasoning?} objects, or that list as a JSON
-string) or a prompt/response column pair named in the reference. A hash mismatch stops the run
-before any training: the manifest pins data, it does not merely describe it.
+Rows carry either a `messages` column (a list of {role, content, reasoning?} objects, or that
+list as a JSON string) or a prompt/response column pair named in the reference. Hash checks
+happen once, before the stage, in `training.datasets`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
-import pyarrow.parquet as pq
-
-from lake.files import json_lines
-from schemas.training_manifest import DatasetRef, SFTStage
+from schemas.training_manifest import SFTStage
 from training.chat_template import (
+    MODES,
     ChatFormatError,
     Message,
     Mode,
@@ -30,10 +24,7 @@ from training.chat_template import (
     parse_messages,
     tokenize_chat,
 )
-
-
-class DataHashError(ValueError):
-    """A dataset's bytes do not match the hash pinned in the manifest."""
+from training.datasets import LoadedDataset
 
 
 @dataclass(frozen=True)
@@ -45,96 +36,7 @@ class Conversation:
     origin: str
 
 
-@dataclass(frozen=True)
-class VerifiedDataset:
-    """A dataset reference after its hash check: rows plus what was verified."""
-
-    ref: DatasetRef
-    location: str
-    sha256: str
-    rows: list[dict]
-
-
-def sha256_file(path: Path) -> str:
-    """sha256 of a file's bytes, streamed."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
-def verify_hash(
-    ref: DatasetRef, where: str, manifest_dir: Path, lake_path: str | Path | None
-) -> tuple[str, Path | None]:
-    """Recompute a reference's hash; return (location, file path or None for the lake).
-
-    `where` names the manifest field in errors. Raises DataHashError on a mismatch.
-    """
-    if ref.is_lake:
-        from lake.catalog import Lake, LakeError
-
-        if lake_path is None or not Path(lake_path).exists():
-            raise FileNotFoundError(
-                f"{where}: {ref.ref} is a lake reference but lake {lake_path!s} does not exist "
-                "(use --lake)"
-            )
-        try:
-            info = Lake(lake_path).verify_hash(ref.ref, expected=ref.sha256)
-        except LakeError as exc:
-            raise DataHashError(f"{where}: {exc}; refusing to train on it") from None
-        return f"lake:{info.ref}", None
-    path = Path(ref.ref)
-    path = path if path.is_absolute() else (manifest_dir / path).resolve()
-    if not path.is_file():
-        raise FileNotFoundError(f"{where}: dataset file {path} does not exist")
-    actual = sha256_file(path)
-    if actual != ref.sha256:
-        raise DataHashError(
-            f"{where}: {path} has sha256 {actual}, but the manifest pins {ref.sha256}; "
-            "refusing to train on data that differs from the manifest"
-        )
-    return str(path), path
-
-
-def load_verified(
-    ref: DatasetRef, where: str, manifest_dir: Path, lake_path: str | Path | None
-) -> VerifiedDataset:
-    """Read a dataset reference after checking its hash; `where` names the manifest field."""
-    location, path = verify_hash(ref, where, manifest_dir, lake_path)
-    if path is None:
-        from lake.catalog import Lake
-
-        table = Lake(lake_path).read(ref.ref)  # type: ignore[arg-type]
-        if ref.limit is not None:
-            table = table.slice(0, ref.limit)
-        rows = table.to_pylist()
-    else:
-        rows = _read_rows(path, ref.limit)
-    return VerifiedDataset(ref, location, ref.sha256, rows)
-
-
-def _read_rows(path: Path, limit: int | None) -> list[dict]:
-    if path.suffix == ".parquet":
-        table = pq.read_table(path)
-        return (table.slice(0, limit) if limit is not None else table).to_pylist()
-    rows: list[dict] = []
-    for _, row in json_lines(path):
-        if limit is not None and len(rows) >= limit:
-            break
-        rows.append(row)
-    return rows
-
-
-ROW_MODES: dict[str, Mode] = {
-    "think": "think",
-    "thinking": "think",
-    "no_think": "no_think",
-    "non_thinking": "no_think",
-}
-
-
-def conversations(dataset: VerifiedDataset) -> Iterator[Conversation]:
+def conversations(dataset: LoadedDataset) -> Iterator[Conversation]:
     """Rows of a verified dataset as Conversations, naming the row of any malformed one.
 
     Layouts: a full conversation in `messages_column`; a prompt conversation there plus the
@@ -166,12 +68,11 @@ def conversations(dataset: VerifiedDataset) -> Iterator[Conversation]:
             ) from None
         messages = parse_messages(raw, origin)
         if row_mode is not None:
-            if row_mode not in ROW_MODES:
+            if row_mode not in MODES:
                 raise ChatFormatError(
-                    f"{origin}: {ref.mode_column} is {row_mode!r}; expected "
-                    f"one of {sorted(ROW_MODES)}"
+                    f"{origin}: {ref.mode_column} is {row_mode!r}; expected one of {MODES}"
                 )
-            mode: Mode = ROW_MODES[row_mode]
+            mode: Mode = row_mode
         else:
             mode = infer_mode(messages) if ref.mode == "infer" else ref.mode
         yield Conversation(messages, mode, origin)
@@ -211,12 +112,12 @@ class TokenizedStageData:
     samples: list[TokenizedChat]
     dropped_too_long: int
     dropped_no_target: int
-    verified: list[VerifiedDataset]
+    datasets: list[LoadedDataset]
 
 
 def tokenize_stage(
     stage: SFTStage,
-    datasets: list[VerifiedDataset],
+    datasets: list[LoadedDataset],
     tokenizer: object,
 ) -> TokenizedStageData:
     """Tokenize each dataset once, drop over-length samples (no truncation), then upsample."""
@@ -238,7 +139,7 @@ def tokenize_stage(
     return TokenizedStageData(samples, too_long, no_target, datasets)
 
 
-def training_texts(datasets: list[VerifiedDataset], limit: int = 2000) -> Iterator[str]:
+def training_texts(datasets: list[LoadedDataset], limit: int = 2000) -> Iterator[str]:
     """Plain text of the first conversations, to train an in-process tokenizer on."""
     from training.chat_template import render_text
 
