@@ -49,7 +49,13 @@ LSH parameters), `clusters` (representatives, kept/dropped bookkeeping), `exact`
 
 from curation.dedup.exact import exact_dedup
 from curation.dedup.near import KEEP_APART_CHOICES, near_dedup, reference_keys
-from curation.dedup.normalize import answer_key, number_hashes, shingle_text
+from curation.dedup.normalize import (
+    answer_key,
+    number_hashes,
+    problem_number_hashes,
+    shingle_text,
+    without_source_tags,
+)
 from curation.dedup.signatures import (
     jaccard,
     minhash_signatures,
@@ -67,8 +73,10 @@ __all__ = [
     "near_dedup",
     "number_hashes",
     "optimal_bands",
+    "problem_number_hashes",
     "reference_keys",
     "shingle_hash32",
     "shingle_set",
     "shingle_text",
+    "without_source_tags",
 ]

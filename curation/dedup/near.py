@@ -12,7 +12,7 @@ import polars as pl
 import xxhash
 
 from curation.dedup.clusters import check_input, reference_mask, representatives, split_clusters
-from curation.dedup.normalize import answer_key, mix64, number_hashes, shingle_text
+from curation.dedup.normalize import answer_key, mix64, problem_number_hashes, shingle_text
 from curation.dedup.signatures import (
     Scheme,
     jaccard,
@@ -140,8 +140,8 @@ def near_dedup(
     `keep_apart` names what must match for a merge: `"answer"` (the reference, the first
     non-empty of `reference_columns`: a normalized answer, or a code problem's tests; a row
     without one may join a cluster only if that links it to a single reference)
-    and `"numbers"` (the multiset of numbers in the text). Pass `keep_apart=()` for plain
-    text dedup.
+    and `"numbers"` (the sequence of numbers in the problem, leaving out a source header or
+    an id tag: `problem_number_hashes`). Pass `keep_apart=()` for plain text dedup.
     """
     check_input(df, text_column, id_column)
     unknown = set(keep_apart) - set(KEEP_APART_CHOICES)
@@ -172,7 +172,7 @@ def near_dedup(
     use_answer = "answer" in keep_apart
     side = np.zeros(n, dtype=np.uint64)
     if "numbers" in keep_apart:
-        side ^= number_hashes(norm)
+        side ^= problem_number_hashes(texts, norm)
     answer_hash = np.zeros(n, dtype=np.uint64)
     if use_answer:
         answer_hash = reference_keys(df, reference_columns)

@@ -163,3 +163,55 @@ def _number_hashes_chunk(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     )
     np.add.at(out, doc, mix64(token))
     return out
+
+
+# Numbers outside the problem: a source header ("2019 AMC 10A Problem 5.", "(2003)",
+# "Problem 12:"), a trailing tag ("#481516", "(AIME 2011 #4)", "Source: AMC 12B 2019,
+# problem 5"). A header or tag is a run of header words (capitalized or all-caps words, small
+# numbers, "10A", roman numerals) holding a mark (a year, "problem N", "#N"), cut off from the
+# problem by punctuation: a header ends in `.`, `:`, `)` or a line break; a tag follows a
+# sentence end, stands in brackets after a space, or is a `#` id. A year or a number that the
+# problem's own words lead up to ("2019 people attend", "divided by 2019") is neither.
+_TAG_YEAR = r"(?:19|20)\d{2}"
+_TAG_MARK = rf"(?:{_TAG_YEAR}|(?i:problem|question|exercise|no\.?)\s?#?\s?\d+[a-z]?|#\s?\d+)"
+_TAG_WORD = rf"(?:{_TAG_MARK}|[A-Z][A-Za-z0-9]+|\d{{1,2}}[A-Z]|#?\d{{1,3}}[a-z]?|[IVX]+)"
+_TAG_RUN = rf"(?:{_TAG_WORD}[ \t,/-]+)*{_TAG_MARK}(?:[ \t,/-]+{_TAG_WORD})*"
+_TAG_RUN_NO_COMMA = rf"(?:{_TAG_WORD}[ \t/-]+)*{_TAG_MARK}(?:[ \t/-]+{_TAG_WORD})*"
+SOURCE_HEADER = rf"^\s*[\(\[]?\s*{_TAG_RUN}\s*(?:[.:)\]]|\n)"
+SOURCE_TAG = (
+    rf"(?:\s*#\s?\d+|(?:[.?!$]|\n)\s+[\(\[]?\s*(?:(?i:source|from)\s*:?\s*)?{_TAG_RUN}\s*[\)\]]?"
+    rf"|\s[\(\[]\s*{_TAG_RUN_NO_COMMA}\s*[\)\]])\s*\.?\s*$"
+)
+
+
+def without_source_tags(texts: pl.Series) -> pl.Series:
+    """The texts without a leading source header or a trailing id tag (SOURCE_HEADER,
+    SOURCE_TAG), for the numbers key only: punctuation next to a removed tag may go too.
+
+    >>> without_source_tags(pl.Series(["2019 AMC 10A Problem 5. Find 2x.", "Find 2x. #4815"])).to_list()
+    [' Find 2x.', 'Find 2x']
+    """
+    texts = texts.cast(pl.String).fill_null("")
+    stripped = pl.col("t").str.replace(SOURCE_HEADER, "").str.replace(SOURCE_TAG, "")
+    return pl.DataFrame({"t": texts}).select(stripped.alias(texts.name)).to_series()
+
+
+def problem_number_hashes(texts: pl.Series, normalized: pl.Series | None = None) -> np.ndarray:
+    """`number_hashes` of the problems without their source headers and id tags, so a copy
+    that only gained "2019 AMC 10A Problem 5." or "#481516" keeps the same numbers key.
+
+    `normalized`: `shingle_text(texts)` if already computed (reused for rows without tags,
+    nearly all of them: only the tagged rows are stripped and normalized again).
+    """
+    if normalized is None:
+        normalized = shingle_text(texts)
+    hashes = number_hashes(normalized)
+    frame = pl.DataFrame({"t": texts.cast(pl.String).fill_null("")})
+    found = frame.select(
+        header=pl.col("t").str.contains(SOURCE_HEADER), tag=pl.col("t").str.contains(SOURCE_TAG)
+    )
+    tagged = np.flatnonzero((found["header"] | found["tag"]).to_numpy())
+    if tagged.size:
+        stripped = without_source_tags(frame["t"].gather(tagged))
+        hashes[tagged] = number_hashes(shingle_text(stripped))
+    return hashes
