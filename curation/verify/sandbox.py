@@ -114,13 +114,15 @@ class SandboxError(RuntimeError):
     """The sandbox itself failed (not the program under test)."""
 
 
+_PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
+
+
 def _clean_env() -> dict[str, str]:
     """The only environment a worker (and so any program) ever sees."""
-    project_root = str(Path(__file__).resolve().parents[2])
     return {
         "PATH": "/usr/bin:/bin",
         "LANG": "C.UTF-8",
-        "PYTHONPATH": project_root,
+        "PYTHONPATH": _PROJECT_ROOT,
         "PYTHONDONTWRITEBYTECODE": "1",
         "OPENBLAS_NUM_THREADS": "1",
         "OMP_NUM_THREADS": "1",
@@ -137,6 +139,7 @@ class _WorkerHandle:
             stderr=subprocess.DEVNULL,
             env=_clean_env(),
             close_fds=True,
+            cwd=_PROJECT_ROOT,  # `-m` puts the working directory on sys.path: only ours
         )
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.wfd = self.proc.stdin.fileno()

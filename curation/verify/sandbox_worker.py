@@ -164,10 +164,11 @@ _PATH_EVENTS = {
 _CLONE_NEWUSER = 0x10000000
 _CLONE_NEWNET = 0x40000000
 _CLONE_NEWNS = 0x00020000
+_MS_RDONLY = 1
+_MS_REMOUNT = 32
 _MS_BIND = 4096
 _MS_REC = 16384
 _MS_PRIVATE = 1 << 18
-_MNT_DETACH = 2
 _PR_SET_CHILD_SUBREAPER = 36
 _PR_SET_PDEATHSIG = 1
 MESSAGE_LIMIT = 400  # characters of an error message sent back per test
@@ -235,41 +236,61 @@ def python_reachable_by_others() -> bool:
     return all(_blocked_ancestor(path) is None for path in _python_paths())
 
 
+def _inside_dir(path: str, directory: str) -> bool:
+    return path.startswith(directory.rstrip(os.sep) + os.sep)
+
+
+def _overmount_keeping(directory: str, options: bytes, keep: set[str]) -> bool:
+    """Mount a fresh tmpfs on `directory`, then bind the paths `keep` (below it) back in,
+    read-only, through a descriptor of the directory as it was (no staging copy anywhere).
+    New parent directories are 0755, so an unprivileged uid can reach the kept paths."""
+    libc = _libc()
+    keep = {p for p in keep if _inside_dir(p, directory)}  # never the whole directory
+    top = sorted(p for p in keep if not any(_inside_dir(p, q) for q in keep))
+    old = os.open(directory, os.O_PATH | os.O_DIRECTORY)
+    try:
+        if libc.mount(b"tmpfs", directory.encode(), b"tmpfs", 0, options) != 0:
+            return False
+        for path in top:
+            relative = os.path.relpath(path, directory)
+            current = directory
+            for part in Path(relative).parts:
+                current = os.path.join(current, part)
+                if not os.path.isdir(current):
+                    os.mkdir(current)
+                    os.chmod(current, 0o755)
+            source = f"/proc/self/fd/{old}/{relative}".encode()
+            if libc.mount(source, path.encode(), None, _MS_BIND | _MS_REC, None) != 0:
+                return False
+            libc.mount(None, path.encode(), None, _MS_REMOUNT | _MS_BIND | _MS_RDONLY, None)
+    finally:
+        os.close(old)
+    return True
+
+
 def private_mounts() -> str:
     """Give this (root) worker its own mount namespace: fresh tmpfs on /tmp, /var/tmp and
-    /dev/shm (so nothing a program writes reaches the host), and the Python installation made
-    reachable for an unprivileged uid when it lives under a private directory such as /root.
-    Returns 'private-mounts' or why not."""
+    /dev/shm (so nothing a program writes reaches the host, and nothing there is visible),
+    with the Python installation bound back read-only when it lives there (a venv under
+    /tmp), and the installation made reachable for an unprivileged uid when it lives under
+    a private directory such as /root. Returns 'private-mounts' or why not."""
     libc = _libc()
     if libc.unshare(_CLONE_NEWNS) != 0:
         return "shared-mounts"
     libc.mount(b"none", b"/", None, _MS_REC | _MS_PRIVATE, None)
+    paths = _python_paths()
+    for scratch in ("/tmp", "/var/tmp", "/dev/shm"):
+        fresh = os.path.isdir(scratch) and not os.path.islink(scratch)
+        if fresh and not _overmount_keeping(scratch, b"mode=1777,size=512m", paths):
+            return "shared-mounts"
     by_blocker: dict[str, set[str]] = {}
-    for path in _python_paths():
+    for path in paths:
         blocker = _blocked_ancestor(path)
         if blocker is not None:
             by_blocker.setdefault(blocker, set()).add(path)
-    staging_root = tempfile.mkdtemp(prefix="cascade-staging-")
-    for n, (blocker, paths) in enumerate(sorted(by_blocker.items())):
-        keep = sorted(p for p in paths if not any(p.startswith(q + os.sep) for q in paths))
-        staged = []
-        for i, path in enumerate(keep):
-            stage = os.path.join(staging_root, f"{n}-{i}")
-            os.mkdir(stage)
-            if libc.mount(path.encode(), stage.encode(), None, _MS_BIND | _MS_REC, None) != 0:
-                return "shared-mounts"
-            staged.append((stage, path))
-        if libc.mount(b"tmpfs", blocker.encode(), b"tmpfs", 0, b"mode=0755,size=1m") != 0:
+    for blocker, inside in sorted(by_blocker.items()):
+        if not _overmount_keeping(blocker, b"mode=0755,size=1m", inside):
             return "shared-mounts"
-        for stage, path in staged:
-            os.makedirs(path, exist_ok=True)
-            libc.mount(stage.encode(), path.encode(), None, _MS_BIND | _MS_REC, None)
-            libc.umount2(stage.encode(), _MNT_DETACH)
-            os.rmdir(stage)
-    os.rmdir(staging_root)
-    for scratch in ("/tmp", "/var/tmp", "/dev/shm"):
-        if os.path.isdir(scratch):
-            libc.mount(b"tmpfs", scratch.encode(), b"tmpfs", 0, b"mode=1777,size=512m")
     return "private-mounts"
 
 
