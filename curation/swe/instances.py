@@ -288,3 +288,48 @@ def dedup_repo_commit(
         "repo_commits": winners.height,
     }
     return StepResult(kept=kept, dropped=dropped, stats=stats)
+
+
+def instances_from_prompts(df: pl.DataFrame, *, problem_column: str = "problem") -> StepResult:
+    """Recipe step: prompt rows ingested from SWE-bench-style files -> `swe_instances` rows.
+
+    The build runner ingests sources as prompts (the issue text as `problem`, the instance
+    id as `source_id` when mapped so, every other field in the `metadata` JSON); this step
+    reads the instance fields back and checks them as `read_swe_instances` does. Rows keep
+    their `uid` (`<file>:<line>`), so a row that is not a usable instance is dropped with
+    reason `malformed_instance` and an `error` that, with its uid, names the file, line and
+    field.
+    """
+    shaped: list[dict[str, Any] | None] = []
+    errors: list[str | None] = []
+    rows = df.select(problem_column, "source", "source_id", "metadata").iter_rows()
+    for problem, source, source_id, raw in rows:
+        try:
+            meta = json.loads(raw) if raw else {}
+            if not isinstance(meta, dict):
+                raise ValueError("metadata is not a JSON object")
+            record = {"instance_id": source_id, **meta, "problem_statement": problem}
+            shaped.append(_instance(record, source))
+            errors.append(None)
+        except ValueError as exc:  # json.JSONDecodeError is a ValueError
+            shaped.append(None)
+            errors.append(str(exc))
+
+    def column(name: str, dtype: pl.DataType) -> pl.Series:
+        return pl.Series(name, [r[name] if r else None for r in shaped], dtype=dtype)
+
+    good = pl.Series([r is not None for r in shaped], dtype=pl.Boolean)
+    measured = df.with_columns(
+        pl.col(problem_column).alias("problem_statement"),
+        pl.when(good).then(column("source_id", pl.String)).otherwise(pl.col("source_id")),
+        pl.when(good).then(column("metadata", pl.String)).otherwise(pl.col("metadata")),
+        *[column(name, pl.String) for name in ("repo", "base_commit", "patch", "test_patch")],
+        *[column(name, pl.List(pl.String)) for name in TEST_LISTS],
+        pl.Series("error", errors, dtype=pl.String),
+    )
+    bad = pl.col("error").is_not_null()
+    dropped = measured.filter(bad).with_columns(pl.lit("malformed_instance").alias("reason"))
+    kept = measured.filter(~bad).drop("error")
+    return StepResult(
+        kept=kept, dropped=dropped, stats={"rows_in": df.height, "malformed": dropped.height}
+    )

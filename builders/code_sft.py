@@ -1,0 +1,216 @@
+"""code_sft: competitive-programming SFT data (Cascade 2's code SFT).
+
+Following the Cascade recipe's code SFT data section: keep training problems released on or
+before the competitive-coding cutoff (evaluation uses the problems after it); drop problems
+that share a word 9-gram with a benchmark item, that link to an evaluation problem's URL, or
+whose tests are a benchmark item's tests; deduplicate the prompts by their sample I/O
+fingerprint joined with n-gram text analysis (Cascade 2 removed ~24% this way), then by text
+among problems whose tests do not tell them apart; sample the teacher's thinking traces;
+keep only traces whose code passes the problem's tests (the longer traces for problems
+without tests); and drop renamed copies of one program among a prompt's traces.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from builders.runner import Build, BuildError
+from curation.benchmarks import load_benchmarks
+from curation.code.behaviour_dedup import decontaminate_by_behaviour, dedup_by_behaviour
+from curation.code.benchmark_tests import load_code_benchmarks
+from curation.code.correctness import filter_by_correctness
+from curation.code.fields import lift_fields
+from curation.code.problem_ids import benchmark_key_frame, decontaminate_by_problem_id
+from curation.code.release_cutoff import drop_after_cutoff
+from curation.code.sampling import sample_responses
+from curation.code.syntax_dedup import dedup_by_syntax
+from curation.decontaminate import decontaminate
+from curation.dedup import exact_dedup, near_dedup
+from lake.steps import Step
+from schemas.dataset_manifest import BenchmarkUsed
+
+NAME = "code_sft"
+DOMAIN = "code"
+DEFAULTS: dict[str, Any] = {
+    # decontamination: word 9-grams, original problem URLs, benchmark tests
+    "benchmarks": ["humaneval", "leetcode", "codeforces", "code_contests"],
+    "benchmark_dir": "",
+    "ngram": 9,
+    "decontam_rule": "boilerplate-aware",
+    "behaviour_benchmark_files": [
+        "leetcode_test.jsonl",
+        "codeforces_test.jsonl",
+        "code_contests_test.jsonl",
+        "humaneval.jsonl",
+    ],
+    "benchmark_url_file": "",
+    "url_field": "url",
+    # the competitive-coding cutoff (Aug 2024): later problems belong to evaluation
+    "cutoff": "2024-08-01",
+    "release_date_field": "release_date",
+    "undated": "keep",
+    # dedup by behaviour: same tests = same task, joined with text similarity
+    "min_io_jaccard": 0.75,
+    "min_specific_chars": 40,
+    "min_io_containment": 0.75,
+    "min_text_similarity": 0.8,
+    "near_dup_threshold": 0.6,
+    # teacher traces (Cascade 2: GPT-OSS-120B, thinking)
+    "teacher": "openai/gpt-oss-120b",
+    "backend": "vllm",
+    "backend_options": {},
+    "mode": "think",
+    "k": 8,
+    "max_new_tokens": 32768,
+    "temperature": 1.0,
+    "top_p": 1.0,
+    "seed": 0,
+    "generations_table": "code_sft_generations",
+    # correctness filtering
+    "untested_keep": 0.5,
+    "on_error": "raise",
+}
+
+
+def steps(params: dict[str, Any], build: Build) -> list[Step]:
+    """The recipe, top to bottom."""
+    benchmarks = _ngram_benchmarks(params, build)
+    behaviour = _behaviour_benchmarks(params, build)
+    thresholds = {
+        k: params[k]
+        for k in (
+            "min_io_jaccard",
+            "min_specific_chars",
+            "min_io_containment",
+            "min_text_similarity",
+        )
+    }
+    return [
+        Step(
+            "lift_fields",
+            lift_fields,
+            {"fields": ["tests", params["url_field"], params["release_date_field"]]},
+            scope="rows",
+        ),
+        Step(
+            "release_cutoff",
+            drop_after_cutoff,
+            {
+                "cutoff": params["cutoff"],
+                "date_field": params["release_date_field"],
+                "undated": params["undated"],
+            },
+            scope="rows",
+        ),
+        Step(
+            "decontaminate",
+            decontaminate,
+            {"benchmarks": benchmarks, "n": params["ngram"], "rule": params["decontam_rule"]},
+            scope="rows",
+        ),
+        Step(
+            "decontaminate_urls",
+            decontaminate_by_problem_id,
+            {"benchmarks": _benchmark_urls(params, build), "url_field": params["url_field"]},
+            scope="rows",
+        ),
+        Step(
+            "decontaminate_behaviour",
+            decontaminate_by_behaviour,
+            {"benchmarks": behaviour, "id_column": "uid", **thresholds},
+            scope="rows",
+        ),
+        Step("exact_dedup", exact_dedup, {"id_column": "uid"}, partition="normalized_text"),
+        Step(
+            "behaviour_dedup",
+            dedup_by_behaviour,
+            {"id_column": "uid", **thresholds},
+            partition="io_cases",
+        ),
+        Step(
+            "near_dedup",
+            near_dedup,
+            {"threshold": params["near_dup_threshold"], "id_column": "uid"},
+            partition="lsh_bands",
+        ),
+        Step("teacher_traces", _sampler(params, build, prompt_column="problem"), scope="rows"),
+        Step(
+            "correctness",
+            filter_by_correctness,
+            {"untested_keep": params["untested_keep"]},
+            partition="prompt_id",
+        ),
+        Step("syntax_dedup", dedup_by_syntax, {"id_column": "uid"}, partition="prompt_id"),
+    ]
+
+
+def _sampler(params: dict[str, Any], build: Build, *, prompt_column: str, k: int | None = None):
+    """`sample_responses` with the teacher's parameters bound (one row per trace)."""
+    return functools.partial(
+        sample_responses,
+        lake=build.lake,
+        output=params["generations_table"],
+        teacher=params["teacher"],
+        backend=params["backend"],
+        backend_options=params["backend_options"] or None,
+        backend_factory=params.get("backend_factory"),
+        mode=params["mode"],
+        k=k or params["k"],
+        max_new_tokens=params["max_new_tokens"],
+        temperature=params["temperature"],
+        top_p=params["top_p"],
+        seed=params["seed"],
+        prompt_column=prompt_column,
+    )
+
+
+def _benchmark_dir(params: dict[str, Any]) -> Path | None:
+    where = params["benchmark_dir"]
+    if where and not Path(where).is_dir():
+        raise BuildError(f"benchmark_dir {where}: no such directory")
+    return Path(where) if where else None
+
+
+def _ngram_benchmarks(params: dict[str, Any], build: Build) -> list:
+    if build.dry_run:
+        return list(params["benchmarks"])
+    try:
+        loaded = load_benchmarks(params["benchmarks"], local_dir=_benchmark_dir(params))
+    except (FileNotFoundError, KeyError, ValueError) as exc:
+        raise BuildError(f"cannot load benchmarks {params['benchmarks']}: {exc}") from None
+    build.benchmarks = [
+        BenchmarkUsed(name=b.name, items=len(b.ids), content_hash=b.content_hash, origin=b.origin)
+        for b in loaded
+    ]
+    return loaded
+
+
+def _behaviour_benchmarks(params: dict[str, Any], build: Build) -> pl.DataFrame | list[str]:
+    """Benchmark items with their tests, from `behaviour_benchmark_files` in benchmark_dir."""
+    files = list(params["behaviour_benchmark_files"])
+    if build.dry_run:
+        return files
+    where = _benchmark_dir(params) or Path(".")
+    try:
+        return load_code_benchmarks([where / f for f in files])
+    except (FileNotFoundError, ValueError) as exc:
+        raise BuildError(f"cannot load code benchmarks {files}: {exc}") from None
+
+
+def _benchmark_urls(params: dict[str, Any], build: Build) -> pl.DataFrame | str:
+    """Evaluation problem URLs, one per line in `benchmark_url_file` (none when empty)."""
+    path = params["benchmark_url_file"]
+    if build.dry_run:
+        return path
+    urls: list[str] = []
+    if path:
+        try:
+            lines = Path(path).read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise BuildError(f"benchmark_url_file {path}: {exc.strerror}") from None
+        urls = [u.strip() for u in lines if u.strip() and not u.startswith("#")]
+    return benchmark_key_frame(Path(path).stem if path else "none", urls)
