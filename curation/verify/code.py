@@ -99,7 +99,7 @@ def verify_code_batch(
         try:
             parsed = parse_tests(reference)
         except ValueError as exc:
-            verdicts[i] = Verdict(None, 0.0, f"unusable tests: {exc}")
+            verdicts[i] = Verdict(None, 0.0, f"unusable tests: {exc}", bad_input="reference")
             continue
         program = extract_code(response) if extract else response
         if program is None:

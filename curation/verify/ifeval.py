@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from curation.verify.result import Verdict, completion_text, final_answer_part
+from curation.verify.result import Verdict, completion_text, final_answer_part, json_value
 
 Checker = Callable[..., bool]
 CHECKERS: dict[str, Checker] = {}
@@ -292,20 +292,36 @@ def follow_flags(
 
 def verify_ifeval(
     response: str,
-    instruction_ids: Sequence[str],
-    kwargs_list: Sequence[dict[str, Any] | None] | str,
+    instruction_ids: Sequence[str] | str,
+    kwargs_list: Sequence[dict[str, Any] | None] | str | None,
     *,
     loose: bool = False,
 ) -> Verdict:
-    """Prompt-level verdict (all followed); score = instruction-level fraction followed."""
-    if isinstance(kwargs_list, str):
-        kwargs_list = json.loads(kwargs_list)
+    """Prompt-level verdict (all followed); score = instruction-level fraction followed.
+
+    Ids and kwargs may be Python objects or JSON text; each kwargs dict may hold its own keys
+    (null values are ignored); `kwargs_list=None` means no arguments for any instruction.
+    An undecided verdict says which input was unusable (`bad_input`).
+    """
+    ids, kwargs = json_value(instruction_ids), json_value(kwargs_list)
+    if isinstance(ids, str) or not isinstance(ids, Sequence) or not ids:
+        return Verdict(None, 0.0, f"no instruction id list: {ids!r:.80}", bad_input="reference")
+    if kwargs is None:
+        kwargs = [None] * len(ids)
+    if isinstance(kwargs, (str, dict)) or not isinstance(kwargs, Sequence):
+        return Verdict(None, 0.0, f"kwargs are not a list: {kwargs!r:.80}", bad_input="kwargs")
+    if len(ids) != len(kwargs):
+        return Verdict(
+            None, 0.0, f"{len(ids)} instruction ids but {len(kwargs)} kwargs", bad_input="kwargs"
+        )
+    unknown = [i for i in ids if i not in CHECKERS]
+    if unknown:
+        return Verdict(None, 0.0, f"unknown instruction id {unknown[0]!r}", bad_input="reference")
     try:
-        flags = follow_flags(response, list(instruction_ids), list(kwargs_list), loose=loose)
-    except ValueError as exc:
-        return Verdict(None, 0.0, str(exc))
-    if not flags:
-        return Verdict(None, 0.0, "no instructions")
+        flags = follow_flags(response, list(ids), [json_value(k) for k in kwargs], loose=loose)
+    except ValueError as exc:  # ids are known, so the arguments do not fit their checker
+        return Verdict(None, 0.0, str(exc), bad_input="kwargs")
+    instruction_ids = list(ids)
     missed = [i for i, ok in zip(instruction_ids, flags, strict=True) if not ok]
     detail = "followed all" if not missed else "not followed: " + ", ".join(missed)
     return Verdict(not missed, sum(flags) / len(flags), detail)

@@ -131,7 +131,9 @@ class MathVerifier:
             if kind == "timeout":
                 verdicts[i] = Verdict(None, 0.0, f"timeout after {self.timeout_s:g}s")
             elif kind == "error":
-                verdicts[i] = Verdict(None, 0.0, f"verifier error: {str(value).splitlines()[0]}")
+                message = str(value).splitlines()[0]
+                bad = "reference" if message.startswith("reference answer") else None
+                verdicts[i] = Verdict(None, 0.0, f"verifier error: {message}", bad_input=bad)
             elif value:
                 verdicts[i] = Verdict(True, 1.0, f"answer {answer!r} is equivalent")
             else:
@@ -147,7 +149,7 @@ class MathVerifier:
         where: list[int] = []
         for i, (response, reference) in enumerate(zip(responses, references, strict=True)):
             if reference is None or not str(reference).strip():
-                verdicts[i] = Verdict(None, 0.0, "no reference answer")
+                verdicts[i] = Verdict(None, 0.0, "no reference answer", bad_input="reference")
                 continue
             answer = extract_boxed(response)
             if answer is None:

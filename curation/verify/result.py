@@ -7,16 +7,21 @@ the trainer skips the sample instead of learning from a silent 0.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """Outcome of one verification: `passed` (None = undecided), `score`, human `detail`."""
+    """Outcome of one verification: `passed` (None = undecided), `score`, human `detail`, and
+    for an undecided verdict caused by its inputs, which one could not be used (`bad_input`:
+    "reference", or "kwargs" for IFEval's instruction arguments)."""
 
     passed: bool | None
     score: float
     detail: str
+    bad_input: str | None = None
 
     @property
     def decided(self) -> bool:
@@ -42,3 +47,14 @@ def final_answer_part(response: str) -> str:
     """The part after the last `</think>` (the whole response when there is no think block)."""
     head, sep, tail = response.rpartition("</think>")
     return tail if sep else response
+
+
+def json_value(value: Any) -> Any:
+    """JSON text of an object or a list as that object; anything else as it is (inputs come
+    as Python objects or as JSON text, depending on how a file was read)."""
+    if isinstance(value, str) and value.strip()[:1] in ("[", "{"):
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError:
+            return value
+    return value

@@ -96,8 +96,8 @@ def verify_patch(
     """Verdict for a response's patch; passed when the score is above `pass_threshold`."""
     try:
         score = patch_similarity(extract_patch(response), reference)
-    except ValueError as exc:
-        return Verdict(None, 0.0, str(exc))
+    except ValueError as exc:  # the reference patch is unusable
+        return Verdict(None, 0.0, str(exc), bad_input="reference")
     if score == -1.0:
         return Verdict(False, -1.0, "no parsable patch in the response")
     if score == 0.0 and not changed_lines(extract_patch(response)):
