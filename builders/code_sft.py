@@ -148,7 +148,14 @@ def steps(params: dict[str, Any], build: Build) -> list[Step]:
     ]
 
 
-def _sampler(params: dict[str, Any], build: Build, *, prompt_column: str, k: int | None = None):
+def _sampler(
+    params: dict[str, Any],
+    build: Build,
+    *,
+    prompt_column: str,
+    id_column: str = "id",
+    k: int | None = None,
+) -> functools.partial:
     """`sample_responses` with the teacher's parameters bound (one row per trace)."""
     return functools.partial(
         sample_responses,
@@ -165,6 +172,7 @@ def _sampler(params: dict[str, Any], build: Build, *, prompt_column: str, k: int
         top_p=params["top_p"],
         seed=params["seed"],
         prompt_column=prompt_column,
+        id_column=id_column,
     )
 
 
