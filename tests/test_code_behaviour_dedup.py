@@ -249,6 +249,12 @@ def test_leetcode_test_holds_its_statements_twice() -> None:
     assert (result.dropped.height, identical) == (17, 14)
 
 
+def test_no_benchmark_items_drops_nothing(leetcode_train) -> None:
+    empty = load_code_benchmarks([DATA / "benchmarks" / "humaneval.jsonl"]).clear()
+    result = decontaminate_by_behaviour(leetcode_train.head(20), empty)
+    assert result.kept.height == 20 and result.kept["benchmark"].null_count() == 20
+
+
 def test_benchmark_loader_names_bad_lines(tmp_path: Path) -> None:
     path = tmp_path / "bench.jsonl"
     path.write_text(

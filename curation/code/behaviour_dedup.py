@@ -338,7 +338,6 @@ def decontaminate_by_behaviour(
     pairs = measure_pairs(cases, texts, rule, side=side)
     best = _best_pair_per_row(pairs, n + benchmarks.height).head(n)
     item = (best.get_column("other") - n).cast(pl.Int64)
-    where = item.is_null()
     measured = _row_measurements(
         df,
         best,
@@ -346,13 +345,15 @@ def decontaminate_by_behaviour(
         cases.filter(pl.col("row") < n),
         errors[:n],
     ).drop("behaviour_match")
-    measured = measured.with_columns(
-        benchmarks["benchmark"].gather(item.fill_null(0)).set(where, None).alias("benchmark"),
-        benchmarks["benchmark_id"]
-        .cast(pl.String)
-        .gather(item.fill_null(0))
-        .set(where, None)
-        .alias("benchmark_id"),
+    items = benchmarks.select(
+        pl.int_range(pl.len(), dtype=pl.Int64).alias("__item"),
+        "benchmark",
+        pl.col("benchmark_id").cast(pl.String),
+    )
+    measured = (
+        measured.with_columns(item.alias("__item"))
+        .join(items, on="__item", how="left", maintain_order="left")
+        .drop("__item")
     )
     hit = best.get_column("same_task").fill_null(False)
     dropped = measured.filter(hit).with_columns(pl.lit("behaviour_contaminated").alias("reason"))
