@@ -270,9 +270,10 @@ def baseline(
         hits = len(grams - stock) if rule.ignore_stock else len(grams)
         cov = coverage[(row, item)]
         needed = rule.min_hits
-        if rule.quote_share is not None and grams & set(_EDGES[item]):  # quotes from an end
-            quote = math.floor(rule.quote_share * _ITEM_TOKENS[item]) - n + 1
-            needed = quote if 1 <= quote < needed else needed
+        tokens = _ITEM_TOKENS[item]
+        if rule.quote_share is not None and tokens >= 2 * n and grams & set(_EDGES[item]):
+            quote = math.floor(rule.quote_share * tokens) - n + 1  # an end quote's n-grams
+            needed = min(max(quote, 1), needed)
         if hits >= needed or (rule.min_coverage is not None and cov >= rule.min_coverage):
             dropped.add(row)
     return dropped

@@ -21,7 +21,7 @@ n-grams found in the row), `decontam_item_tokens` (the item's length) and
 - `boilerplate-aware` (default): ignore stock n-grams (frequent across the input rows, the
   benchmarks, or a reference corpus of problems, see `build_stock_ngrams`) and n-grams made
   only of numbers, then drop a row when its informative hits against one item reach
-  `min_hits`, or the item coverage reaches `min_coverage`, or it quotes half of a short item
+  `min_hits`, or the item coverage reaches `min_coverage`, or it quotes 40% of a short item
   from one of its ends (`quote_share`). A verbatim, re-spaced, prefixed, embedded or
   half-quoted copy shares many item-specific n-grams and is still caught; a clean problem
   that only shares "where m and n are relatively prime positive integers find m n" with an
