@@ -146,7 +146,7 @@ def main() -> None:
     seconds, report = timed(
         lambda: generate_to_lake(
             lake, prompts, output="gens", teacher=Teacher(model), backend="hf",
-            backend_factory=lambda _model: _Shared(backend), modes=["thinking"], k=1,
+            backend_factory=lambda _model: _Shared(backend), modes=["think"], k=1,
             sampling=sampling, chunk_size=32, show_progress=False,
         )
     )  # fmt: skip

@@ -40,30 +40,44 @@ def steps(params: dict[str, Any], build: Build) -> list[Step]:
     """The recipe, top to bottom."""
     benchmarks = _benchmarks(params, build)
     return [
-        Step("rule_filters", filter_math_rl_prompts, {"rules": params["rules"]}),
+        Step("rule_filters", filter_math_rl_prompts, {"rules": params["rules"]}, scope="rows"),
         Step(
             "decontaminate",
             decontaminate,
             {"benchmarks": benchmarks, "n": params["ngram"], "rule": params["decontam_rule"]},
+            scope="rows",
         ),
-        Step("exact_dedup", exact_dedup),
+        Step("exact_dedup", exact_dedup, {"id_column": "uid"}, partition="normalized_text"),
         Step(
             "near_dedup",
             near_dedup,
-            {"threshold": params["near_dup_threshold"], "num_perm": params["num_perm"]},
+            {
+                "threshold": params["near_dup_threshold"],
+                "num_perm": params["num_perm"],
+                "id_column": "uid",
+            },
+            partition="lsh_bands",
         ),
     ]
 
 
 def demo_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
     """The bundled demo: the project's own generated corpus and demo benchmark."""
-    from curation.demo import write_demo_corpus
+    from builders.demo_corpus import write_demo_corpus
 
     files = write_demo_corpus(workdir / "demo")
     return [str(p) for p in files.sources], {"benchmarks": [str(files.benchmark)]}
 
 
+PROFILES = {"demo": demo_profile}
+
+
 def _benchmarks(params: dict[str, Any], build: Build) -> list:
+    if build.dry_run:
+        return list(params["benchmarks"])
+    where = params["benchmark_dir"]
+    if where and not Path(where).is_dir():
+        raise BuildError(f"benchmark_dir {where}: no such directory")
     try:
         loaded = load_benchmarks(params["benchmarks"], local_dir=params["benchmark_dir"] or None)
     except (FileNotFoundError, KeyError, ValueError) as exc:

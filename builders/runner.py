@@ -1,30 +1,27 @@
 """The runner behind `cascade build dataset NAME`: ingest, run a recipe's steps, publish.
 
 A recipe is a module with `NAME`, `DOMAIN`, `DEFAULTS` (its named parameters) and
-`steps(params, build) -> list[Step]`. The runner does the bookkeeping once for every recipe:
-it ingests the sources into a `<name>_sources` table, runs each step, turns each step's drops
-into rows of the lake's `drops` table, counts the funnel, commits the result as a new version
-of `<name>`, and writes `manifests/datasets/<name>/v<N>.json`.
+`steps(params, build) -> list[Step]`; `builders.recipes` lists them. The runner ingests the
+sources into a `<name>_sources` table (files, or lake tables), hands the recipe's steps to
+`lake.run_steps` (which commits the new version of `<name>` together with its drops), and
+writes `manifests/datasets/<name>/v<N>.json`.
 """
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from types import ModuleType
 from typing import Any
-
-import polars as pl
 
 from curation.ingest import ingest
 from lake.catalog import Lake
 from lake.files import code_version
-from lake.steps import drop_rows
+from lake.steps import Executor, Step, run_steps
 from schemas.dataset_manifest import (
     BenchmarkUsed,
     DatasetManifest,
@@ -33,8 +30,6 @@ from schemas.dataset_manifest import (
     TablePin,
 )
 
-RECIPES = {"math_rl_v2": "builders.math_rl_v2"}
-
 
 class BuildError(ValueError):
     """A build cannot start or a step failed; the message says which and why."""
@@ -42,25 +37,23 @@ class BuildError(ValueError):
 
 @dataclass
 class Build:
-    """What a recipe's steps may need besides the table: the lake, and what they used."""
+    """What a recipe's steps may need besides the table: the lake, and what they used.
 
-    lake: Lake
+    `dry_run` asks the recipe for its step list only (`cascade build show`): nothing may be
+    loaded or computed, and the lake may be None.
+    """
+
+    lake: Lake | None
     profile: str
     workdir: Path
     benchmarks: list[BenchmarkUsed] = field(default_factory=list)
+    dry_run: bool = False
 
 
 @dataclass
 class BuildReport:
     manifest: DatasetManifest
     manifest_path: Path
-
-
-def recipe_module(name: str):
-    """The recipe module registered under `name`."""
-    if name not in RECIPES:
-        raise BuildError(f"unknown recipe {name!r}; known recipes: {', '.join(sorted(RECIPES))}")
-    return importlib.import_module(RECIPES[name])
 
 
 def parse_overrides(pairs: list[str], defaults: dict[str, Any]) -> dict[str, Any]:
@@ -86,6 +79,8 @@ def parse_overrides(pairs: list[str], defaults: dict[str, Any]) -> dict[str, Any
                 value = float(raw)
             elif isinstance(default, list):
                 value = [v.strip() for v in raw.split(",") if v.strip()]
+            elif isinstance(default, dict):
+                value = json.loads(raw)
             else:
                 value = raw
         except ValueError:
@@ -96,133 +91,90 @@ def parse_overrides(pairs: list[str], defaults: dict[str, Any]) -> dict[str, Any
     return params
 
 
+def recipe_steps(recipe: ModuleType, overrides: dict[str, Any] | None = None) -> list[Step]:
+    """A recipe's steps with its default parameters, without loading or running anything."""
+    params = {**recipe.DEFAULTS, **(overrides or {})}
+    return recipe.steps(
+        params, Build(lake=None, profile="default", workdir=Path("."), dry_run=True)
+    )
+
+
 def build_dataset(
     lake: Lake,
-    recipe: str,
+    recipe: ModuleType,
     *,
     sources: list[str] | None = None,
     overrides: dict[str, Any] | None = None,
+    mapping: dict[str, str] | None = None,
     profile: str = "default",
     manifests_dir: str | os.PathLike[str] = "manifests",
     on_step: Callable[[FunnelStep], None] | None = None,
+    executor: Executor | None = None,
 ) -> BuildReport:
     """Build a new version of a recipe's dataset and write its manifest."""
-    module = recipe_module(recipe)
-    params = {**module.DEFAULTS, **(overrides or {})}
-    workdir = lake.path / "work" / recipe
+    name = recipe.NAME
+    params = {**recipe.DEFAULTS, **(overrides or {})}
+    workdir = lake.path / "work" / name
     workdir.mkdir(parents=True, exist_ok=True)
     build = Build(lake=lake, profile=profile, workdir=workdir)
-    if profile == "demo":
-        sources, demo_params = module.demo_profile(workdir)
-        params = {**params, **demo_params, **(overrides or {})}
+    profiles = getattr(recipe, "PROFILES", {})
+    if profile in profiles:
+        sources, profile_params = profiles[profile](workdir)
+        params = {**params, **profile_params, **(overrides or {})}
     elif profile != "default":
-        raise BuildError(f"unknown profile {profile!r}: use default or demo")
+        known = ", ".join(["default", *profiles])
+        raise BuildError(f"recipe {name} has no profile {profile!r}; profiles: {known}")
     if not sources:
-        raise BuildError(f"recipe {recipe} needs at least one --source (or --profile demo)")
+        raise BuildError(
+            f"recipe {name} needs at least one --source (a file or a lake table)"
+            + (f", or --profile {next(iter(profiles))}" if profiles else "")
+        )
 
-    steps = module.steps(params, build)  # resolves benchmarks etc. before any long work
+    steps = recipe.steps(params, build)  # resolves benchmarks etc. before any long work
     report = ingest(
         lake,
         list(sources),
-        f"{recipe}_sources",
-        domain=module.DOMAIN,
-        mapping=params.get("mapping") or {},
+        f"{name}_sources",
+        domain=recipe.DOMAIN,
+        mapping=mapping or params.get("mapping") or {},
         on_error=params.get("on_error", "raise"),
     )
     inputs = report.version
-    frame = pl.from_arrow(lake.read(inputs.ref))
-    funnel: list[FunnelStep] = []
-    drops: list[pl.DataFrame] = []
-    if report.malformed:
-        funnel.append(
-            FunnelStep(
-                step="ingest",
-                rows_in=inputs.rows + len(report.malformed),
-                rows_out=inputs.rows,
-                dropped={"malformed": len(report.malformed)},
-            )
-        )
-    for step in steps:
-        started = time.perf_counter()
-        rows_in = frame.height
-        result = step.run(frame, **step.params)
-        dropped = result.dropped
-        if dropped.height:
-            extra = dropped.select("source", "source_id").rename(
-                {"source": "row_source", "source_id": "row_source_id"}
-            )
-            dropped = pl.concat([dropped, extra], how="horizontal")
-        drops.append(
-            drop_rows(
-                dropped,
-                input_columns=frame.columns,
-                table=inputs.name,
-                version=inputs.version,
-                step=step.name,
-            )
-        )
-        by_reason = (
-            dict(dropped.group_by("reason").len().sort("reason").iter_rows())
-            if dropped.height
-            else {}
-        )
-        entry = FunnelStep(
-            step=step.name,
-            rows_in=rows_in,
-            rows_out=result.kept.height,
-            dropped=by_reason,
-            seconds=round(time.perf_counter() - started, 3),
-            stats=_jsonable(result.stats),
-        )
-        if rows_in != result.kept.height + dropped.height:
-            raise BuildError(
-                f"step {step.name}: {rows_in} rows in but {result.kept.height} kept + "
-                f"{dropped.height} dropped"
-            )
-        funnel.append(entry)
-        if on_step:
-            on_step(entry)
-        frame = result.kept  # measurement columns stay, so thresholds can be re-tuned in SQL
-
-    output = lake.commit(
-        recipe,
-        frame,
+    run = run_steps(
+        lake,
+        inputs.ref,
+        steps,
+        out=name,
         kind="prompts",
-        parents=[inputs.ref],
-        producer=f"cascade build dataset {recipe}",
+        producer=f"cascade build dataset {name}",
         params={"profile": profile, **_jsonable(params)},
+        on_step=on_step,
+        executor=executor,
     )
-    drops_pin = None
-    all_drops = pl.concat([d for d in drops if d.height]) if any(d.height for d in drops) else None
-    if all_drops is not None:
-        info = lake.commit(
-            "drops",
-            all_drops,
-            kind="drops",
-            mode="append",
-            parents=[output.ref],
-            producer=f"cascade build dataset {recipe}",
-            params={"table": recipe},
-        )
-        drops_pin = TablePin(ref=info.ref, content_hash=info.content_hash, rows=info.rows)
-
+    output = run.output
+    ingest_funnel = report.run.funnel if report.run else []
     manifest = DatasetManifest(
-        name=recipe,
+        name=name,
         version=output.version,
-        recipe=RECIPES[recipe],
+        recipe=recipe.__name__,
         profile=profile,
         created_at=datetime.now(UTC),
         code_version=code_version(),
         lake=str(lake.path),
+        build_id=run.build_id,
         output=TablePin(ref=output.ref, content_hash=output.content_hash, rows=output.rows),
         inputs=[TablePin(ref=inputs.ref, content_hash=inputs.content_hash, rows=inputs.rows)],
-        drops=drops_pin,
+        drops=(
+            TablePin(ref=run.drops.ref, content_hash=run.drops.content_hash, rows=run.drops.rows)
+            if run.drops
+            else None
+        ),
         sources=[SourceFile(path=p, rows=n) for p, n in report.rows_by_path.items()],
         benchmarks=build.benchmarks,
         params=_jsonable(params),
-        funnel=funnel,
+        funnel=[*(f for f in ingest_funnel if f.dropped), *run.funnel],
     )
-    path = Path(manifests_dir) / "datasets" / recipe / f"v{output.version}.json"
+    path = Path(manifests_dir) / "datasets" / name / f"v{output.version}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(manifest.model_dump_json(indent=2) + "\n")

@@ -1,15 +1,20 @@
-"""`cascade build dataset NAME`: run a recipe and print its funnel."""
+"""`cascade build dataset|list|show`: run a recipe and print its funnel; list and explain recipes."""
 
 from __future__ import annotations
+
+import json
 
 import typer
 from rich.table import Table
 
-from builders.runner import BuildError, FunnelStep, build_dataset, parse_overrides, recipe_module
-from cli import app
-from cli.console import CascadeError, console, state
-from curation.ingest import IngestError
-from lake.catalog import Lake, LakeError
+from builders.recipes import RECIPES, recipe_named
+from builders.runner import BuildError, build_dataset, parse_overrides, recipe_steps
+from cli.app import app
+from cli.console import CascadeError, console, open_lake, plain, state
+from curation.ingest import IngestError, parse_mapping
+from lake.catalog import LakeError
+from lake.steps import StepError
+from schemas.dataset_manifest import FunnelStep
 from schemas.tables import SchemaError
 
 build_app = typer.Typer(help="Build versioned datasets from recipes.", no_args_is_help=True)
@@ -18,31 +23,42 @@ app.add_typer(build_app, name="build")
 
 @build_app.command("dataset")
 def build_dataset_command(
-    name: str = typer.Argument(..., help="Recipe name, e.g. math_rl_v2."),
-    source: list[str] = typer.Option(None, "--source", help="Source file(s) to ingest."),
+    name: str = typer.Argument(
+        ..., help="Recipe name, e.g. math_rl_v2 (see `cascade build list`)."
+    ),
+    source: list[str] = typer.Option(
+        None, "--source", help="Source file(s) or lake table(s) (name or name@N)."
+    ),
+    map_: str = typer.Option(
+        None, "--map", help="Field mapping for the sources, e.g. problem=question."
+    ),
     set_: list[str] = typer.Option(None, "--set", help="Override a recipe parameter: key=value."),
-    profile: str = typer.Option("default", "--profile", help="default, or demo (bundled corpus)."),
+    profile: str = typer.Option(
+        "default", "--profile", help="default, or a recipe's bundled profile (demo, toy)."
+    ),
     manifests: str = typer.Option("manifests", "--manifests", help="Where manifests are written."),
 ) -> None:
-    """Run a recipe: ingest -> filters -> decontaminate -> dedup -> publish + manifest."""
+    """Run a recipe: ingest -> its steps -> a new dataset version + manifest."""
     try:
-        module = recipe_module(name)
-        overrides = parse_overrides(set_ or [], module.DEFAULTS)
+        recipe = recipe_named(name)
+        overrides = parse_overrides(set_ or [], recipe.DEFAULTS)
         with console.status(f"building {name}...") as status:
 
             def show(entry: FunnelStep) -> None:
-                status.update(f"building {name}: {entry.step} done ({entry.rows_out:,} rows)")
+                if not state.quiet:
+                    status.update(f"building {name}: {entry.step} done ({entry.rows_out:,} rows)")
 
             report = build_dataset(
-                Lake(state.lake_path),
-                name,
+                open_lake(write=True),
+                recipe,
                 sources=source,
                 overrides=overrides,
+                mapping=parse_mapping(map_),
                 profile=profile,
                 manifests_dir=manifests,
                 on_step=show,
             )
-    except (BuildError, IngestError, LakeError, SchemaError) as exc:
+    except (BuildError, IngestError, LakeError, SchemaError, StepError) as exc:
         raise CascadeError(str(exc)) from None
     m = report.manifest
     table = Table(
@@ -50,23 +66,66 @@ def build_dataset_command(
     )
     first = m.inputs[0]
     table.add_row(
-        "ingest", "", f"{first.rows:,}", "", "\n".join(s.path.split("/")[-1] for s in m.sources), ""
+        "ingest",
+        "",
+        f"{first.rows:,}",
+        "",
+        plain("\n".join(s.path.split("/")[-1] for s in m.sources)),
+        "",
     )
     for entry in m.funnel:
         reasons = "\n".join(
             f"{r} {n:,}" for r, n in sorted(entry.dropped.items(), key=lambda x: -x[1])
         )
         table.add_row(
-            entry.step,
+            plain(entry.step),
             f"{entry.rows_in:,}",
             f"{entry.rows_out:,}",
             f"{entry.rows_in - entry.rows_out:,}",
-            reasons,
+            plain(reasons),
             f"{entry.seconds:.2f}",
         )
     console.print(table)
     console.print(
-        f"[green]published[/green] {m.output.ref}: {m.output.rows:,} rows, sha256 "
-        f"{m.output.content_hash[:12]}; manifest {report.manifest_path}",
+        plain(
+            f"published {m.output.ref}: {m.output.rows:,} rows, content_hash "
+            f"{m.output.content_hash[:12]}; manifest {report.manifest_path}",
+            "green",
+        ),
         soft_wrap=True,
     )
+
+
+@build_app.command("list")
+def build_list() -> None:
+    """Every recipe with its domain and first docstring line."""
+    table = Table("recipe", "domain", "profiles", "what it builds")
+    for name, module in sorted(RECIPES.items()):
+        doc = (module.__doc__ or "").strip().splitlines()[0] if module.__doc__ else ""
+        table.add_row(name, module.DOMAIN, ", ".join(getattr(module, "PROFILES", {})), plain(doc))
+    console.print(table)
+
+
+@build_app.command("show")
+def build_show(name: str = typer.Argument(..., help="Recipe name.")) -> None:
+    """A recipe's description, its parameters with defaults, and its steps in order."""
+    try:
+        recipe = recipe_named(name)
+    except BuildError as exc:
+        raise CascadeError(str(exc)) from None
+    console.print(plain((recipe.__doc__ or name).strip()))
+    console.print(plain("\nparameters (--set key=value):", "bold"))
+    for key, value in recipe.DEFAULTS.items():
+        console.print(plain(f"  {key} = {json.dumps(value)}"), soft_wrap=True)
+    console.print(plain("\nsteps:", "bold"))
+    for number, step in enumerate(recipe_steps(recipe), start=1):
+        doc = (step.run.__doc__ or "").strip().splitlines()
+        console.print(
+            plain(f"  {number}. {step.name} ({step.run.__module__}.{step.run.__name__})"),
+            soft_wrap=True,
+        )
+        if doc:
+            console.print(plain(f"     {doc[0]}", "dim"), soft_wrap=True)
+        for key, value in step.params.items():
+            text = json.dumps(value, default=lambda v: type(v).__name__)
+            console.print(plain(f"     {key} = {text[:100]}"), soft_wrap=True)

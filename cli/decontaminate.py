@@ -6,9 +6,9 @@ from pathlib import Path
 
 import typer
 
-from cli import app
-from cli.console import CascadeError, console, state
-from cli.files import read_jsonl, read_lake_table, write_rows
+from cli.app import app
+from cli.console import CascadeError, console, open_lake, plain
+from cli.files import is_file_target, read_lake_table, read_rows, write_rows
 from curation.benchmarks import load_benchmarks
 from curation.decontaminate import (
     DEFAULT_N,
@@ -17,7 +17,7 @@ from curation.decontaminate import (
     decontaminate,
     rule_named,
 )
-from lake.steps import drop_rows
+from lake.steps import Step, StepResult, run_steps
 
 
 @app.command("decontaminate")
@@ -66,69 +66,61 @@ def decontaminate_command(
         chosen = rule_named(rule, min_hits=min_hits, min_coverage=min_coverage, min_df=min_df)
     except ValueError as exc:
         raise CascadeError(str(exc)) from None
-    info = None
+    if benchmark_dir is not None and not Path(benchmark_dir).is_dir():
+        raise CascadeError(f"--benchmark-dir {benchmark_dir}: no such directory")
+    json_columns: frozenset[str] = frozenset()
     if table is not None:
-        df, info = read_lake_table(table)
+        df, _ = read_lake_table(table)
     else:
-        df = read_jsonl(Path(input_), text_field)
+        rows = read_rows(Path(input_), text_fields=(text_field,))
+        df, json_columns = rows.frame, rows.json_columns
     try:
         loaded = load_benchmarks(benchmarks, local_dir=benchmark_dir)
     except (ValueError, FileNotFoundError) as exc:
         raise CascadeError(f"--benchmarks {benchmarks}: {exc}") from None
     stock = None
     if stock_corpus is not None:
-        corpus = read_jsonl(Path(stock_corpus), text_field)
+        corpus = read_rows(Path(stock_corpus), text_fields=(text_field,)).frame
         stock = build_stock_ngrams(corpus[text_field], n=n, min_df=chosen.min_df)
     source = input_ or table
+    options = {
+        "benchmarks": loaded,
+        "n": n,
+        "rule": chosen,
+        "text_column": text_field,
+        "stock": stock,
+        "workers": workers,
+    }
     try:
-        result = decontaminate(
-            df, loaded, n=n, rule=chosen, text_column=text_field, stock=stock, workers=workers
-        )
+        if table is not None and not is_file_target(out):
+            run = run_steps(
+                open_lake(write=True),
+                table,
+                [Step("decontaminate", decontaminate, options, scope="rows")],
+                out=out,
+                producer="cascade decontaminate",
+                params={"n": n, "rule": chosen.name, "benchmarks": [b.name for b in loaded]},
+            )
+            entry = run.funnel[-1]
+            kept_rows, dropped_rows = entry.rows_out, entry.rows_in - entry.rows_out
+            by_benchmark = entry.stats.get("dropped_by_benchmark", {})
+            where = run.output.ref
+        else:
+            result: StepResult = decontaminate(df, **options)
+            write_rows(result.kept, Path(out), json_columns)
+            if dropped_path:
+                write_rows(result.dropped, Path(dropped_path), json_columns)
+            kept_rows, dropped_rows = result.kept.height, result.dropped.height
+            by_benchmark = result.stats["dropped_by_benchmark"]
+            where = out
     except ValueError as exc:
         raise CascadeError(f"{source}: {exc}") from None
-
-    out_path = Path(out)
-    if info is not None and out_path.suffix not in (".jsonl", ".ndjson", ".parquet"):
-        from lake.catalog import Lake
-
-        lake = Lake(state.lake_path)
-        kind = "prompts" if {"id", "source", "problem"} <= set(result.kept.columns) else "generic"
-        params = {"n": n, "rule": result.stats["rule"], "benchmarks": result.stats["benchmarks"]}
-        written = lake.commit(
-            out,
-            result.kept,
-            kind=kind,
-            parents=[info.ref],
-            producer="cascade decontaminate",
-            params=params,
-        )
-        if result.dropped.height:
-            lake.commit(
-                "drops",
-                drop_rows(
-                    result.dropped,
-                    input_columns=df.columns,
-                    table=info.name,
-                    version=info.version,
-                    step="decontaminate",
-                ),
-                kind="drops",
-                mode="append",
-                parents=[written.ref],
-                producer="cascade decontaminate",
-                params={"table": out},
-            )
-        where = written.ref
-    else:
-        write_rows(result.kept, out_path)
-        where = str(out_path)
-    if dropped_path:
-        write_rows(result.dropped, Path(dropped_path))
-    by_benchmark = ", ".join(f"{k} {v:,}" for k, v in result.stats["dropped_by_benchmark"].items())
+    counts = ", ".join(f"{k} {v:,}" for k, v in by_benchmark.items())
     console.print(
-        f"decontaminate {source} ({chosen.name}, n={n}): {df.height:,} rows in, "
-        f"{result.kept.height:,} kept, {result.dropped.height:,} dropped"
-        + (f" ({by_benchmark})" if by_benchmark else "")
-        + f" -> {where}",
-        highlight=False,
+        plain(
+            f"decontaminate {source} ({chosen.name}, n={n}): {df.height:,} rows in, "
+            f"{kept_rows:,} kept, {dropped_rows:,} dropped"
+            + (f" ({counts})" if counts else "")
+            + f" -> {where}"
+        )
     )

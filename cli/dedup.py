@@ -7,11 +7,11 @@ from pathlib import Path
 import polars as pl
 import typer
 
-from cli import app
-from cli.console import CascadeError, console, state
-from cli.files import read_jsonl, read_lake_table, write_rows
+from cli.app import app
+from cli.console import CascadeError, console, open_lake, plain
+from cli.files import is_file_target, read_lake_table, read_rows, write_rows
 from curation.dedup import KEEP_APART_CHOICES, exact_dedup, near_dedup
-from lake.steps import StepResult, drop_rows
+from lake.steps import Step, key_column, run_steps
 
 
 def _keep_apart(text: str) -> tuple[str, ...]:
@@ -52,82 +52,76 @@ def dedup_command(
     if shingle not in ("char", "word") or verify not in ("estimate", "exact", "none"):
         raise CascadeError("--shingle takes char|word and --verify takes estimate|exact|none")
     apart = _keep_apart(keep_apart)
-    parents: list[str] = []
+    json_columns: frozenset[str] = frozenset()
     if table is not None:
         df, info = read_lake_table(table)
-        parents = [info.ref]
+        if id_field not in df.columns or (id_field == "id" and "uid" in df.columns):
+            id_field = key_column(df.columns)
     else:
-        df = read_jsonl(Path(input_), text_field, id_field)
+        rows = read_rows(Path(input_), text_fields=(text_field,))
+        df, json_columns = rows.frame, rows.json_columns
+        if id_field not in df.columns:  # each row's id is its line number
+            df = df.with_columns(pl.Series(id_field, [str(n) for n in rows.lines]))
+        missing = df.get_column(id_field).is_null()
+        if missing.any():
+            line = rows.lines[int(missing.arg_max() or 0)]
+            raise CascadeError(f"{input_}:{line}: field {id_field!r} is null")
     source = input_ or table
-    params = {
+    near = {
         "threshold": threshold,
         "num_perm": num_perm,
         "ngram": ngram,
         "shingle": shingle,
         "verify": verify,
-        "keep_apart": list(apart),
+        "keep_apart": apart,
+        "text_column": text_field,
+        "id_column": id_field,
     }
+    steps = [
+        Step(
+            "exact_dedup",
+            exact_dedup,
+            {"text_column": text_field, "id_column": id_field},
+            partition="normalized_text",
+        )
+    ]
+    if not no_near:
+        steps.append(Step("near_dedup", near_dedup, near, partition="lsh_bands"))
     try:
-        exact = exact_dedup(df, text_column=text_field, id_column=id_field)
-        results: list[tuple[str, StepResult]] = [("exact_dedup", exact)]
-        if not no_near:
-            near = near_dedup(
-                exact.kept,
-                text_column=text_field,
-                id_column=id_field,
-                keep_apart=apart,
-                **{k: v for k, v in params.items() if k != "keep_apart"},
+        if table is not None and not is_file_target(out):
+            run = run_steps(
+                open_lake(write=True),
+                table,
+                steps,
+                out=out,
+                producer="cascade dedup",
+                params={k: v for k, v in near.items() if k != "keep_apart"}
+                | {"keep_apart": list(apart), "exact_only": no_near},
             )
-            results.append(("near_dedup", near))
+            kept_rows = run.output.rows
+            counts = ", ".join(f"{f.step} {f.rows_in - f.rows_out:,}" for f in run.funnel)
+            where = run.output.ref
+        else:
+            frame, dropped = df, []
+            counted = []
+            for step in steps:
+                result = step.run(frame, **step.params)
+                dropped.append(result.dropped)
+                counted.append(f"{step.name} {result.dropped.height:,}")
+                frame = result.kept
+            write_rows(frame, Path(out), json_columns)
+            if dropped_path:
+                frames = [d for d in dropped if d.height]
+                write_rows(
+                    pl.concat(frames, how="diagonal_relaxed")
+                    if frames
+                    else df.clear().with_columns(pl.lit(None, pl.String).alias("reason")),
+                    Path(dropped_path),
+                    json_columns,
+                )
+            kept_rows, counts, where = frame.height, ", ".join(counted), out
     except ValueError as exc:
         raise CascadeError(f"{source}: {exc}") from None
-    kept = results[-1][1].kept
-    frames = [r.dropped for _, r in results if r.dropped.height]
-    dropped = (
-        pl.concat(frames, how="diagonal_relaxed")
-        if frames
-        else df.clear().with_columns(pl.lit(None, pl.String).alias("reason"))
-    )
-
-    out_path = Path(out)
-    if table is not None and out_path.suffix not in (".jsonl", ".ndjson", ".parquet"):
-        from lake.catalog import Lake
-
-        lake = Lake(state.lake_path)
-        kind = "prompts" if {"id", "source", "problem"} <= set(kept.columns) else "generic"
-        producer = "cascade dedup"
-        written = lake.commit(
-            out, kept, kind=kind, parents=parents, producer=producer, params=params
-        )
-        drops = [
-            drop_rows(
-                r.dropped,
-                input_columns=df.columns,
-                table=info.name,
-                version=info.version,
-                step=name,
-                id_column=id_field,
-            )
-            for name, r in results
-            if r.dropped.height
-        ]
-        if drops:
-            lake.commit(
-                "drops",
-                pl.concat(drops),
-                kind="drops",
-                mode="append",
-                parents=[written.ref],
-                producer=producer,
-                params={"table": out},
-            )
-        where = written.ref
-    else:
-        write_rows(kept, out_path)
-        where = str(out_path)
-    if dropped_path:
-        write_rows(dropped, Path(dropped_path))
-    counts = ", ".join(f"{name} {r.dropped.height:,}" for name, r in results)
     console.print(
-        f"dedup {source}: {df.height:,} rows in, {kept.height:,} kept ({counts}) -> {where}"
+        plain(f"dedup {source}: {df.height:,} rows in, {kept_rows:,} kept ({counts}) -> {where}")
     )

@@ -7,8 +7,8 @@ from typing import Any
 
 import typer
 
-from cli import app
-from cli.console import CascadeError, console, err_console, state
+from cli.app import app
+from cli.console import CascadeError, console, err_console, open_lake, plain, state
 from curation.generate import (
     BACKENDS,
     BackendError,
@@ -23,8 +23,8 @@ from curation.ingest import IngestError, read_chunks
 from lake.catalog import Lake, LakeError
 from schemas.tables import SchemaError
 
-MODE_CHOICES = {"thinking": ["thinking"], "non-thinking": ["non_thinking"]}
-MODE_CHOICES["both"] = MODE_CHOICES["thinking"] + MODE_CHOICES["non-thinking"]
+MODE_CHOICES = {"think": ["think"], "no_think": ["no_think"]}
+MODE_CHOICES["both"] = MODE_CHOICES["think"] + MODE_CHOICES["no_think"]
 
 
 def load_prompts(
@@ -63,15 +63,15 @@ def generate_command(
     ),
     out: str = typer.Option(..., "--out", help="Generations table: append-mode, also the cache."),
     backend: str = typer.Option("hf", "--backend", help="hf | vllm | openai"),
-    mode: str = typer.Option("thinking", "--mode", help="thinking | non-thinking | both"),
+    mode: str = typer.Option("think", "--mode", help="think | no_think | both"),
     mode_switch: str = typer.Option(
         None,
         "--mode-switch",
         help="How the mode is chosen: template (enable_thinking), flag (/think, /no_think) or "
-        "model (--non-thinking-model). Default: model if that is given, else template.",
+        "model (--no-think-model). Default: model if that is given, else template.",
     ),
-    non_thinking_model: str = typer.Option(
-        None, "--non-thinking-model", help="A separate teacher for non-thinking responses."
+    no_think_model: str = typer.Option(
+        None, "--no-think-model", help="A separate teacher for non-thinking responses."
     ),
     k: int = typer.Option(
         1, "-k", "--k", help="Samples per prompt and mode (seeds seed..seed+k-1)."
@@ -111,8 +111,8 @@ def generate_command(
     if backend not in BACKENDS:
         raise CascadeError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     if mode not in MODE_CHOICES:
-        raise CascadeError(f"--mode must be thinking, non-thinking or both, got {mode!r}")
-    switch = mode_switch or ("model" if non_thinking_model else "template")
+        raise CascadeError(f"--mode must be think, no_think or both, got {mode!r}")
+    switch = mode_switch or ("model" if no_think_model else "template")
     if switch not in MODE_SWITCHES:
         raise CascadeError(f"--mode-switch must be one of {', '.join(MODE_SWITCHES)}")
     options: dict[str, Any] = {
@@ -136,9 +136,9 @@ def generate_command(
         },
     }[backend]
     try:
-        teacher = Teacher(model, switch=switch, non_thinking_model=non_thinking_model)
+        teacher = Teacher(model, switch=switch, no_think_model=no_think_model)
         sampling = Sampling(max_new_tokens, temperature, top_p, top_k)
-        lake = Lake(state.lake_path)
+        lake = open_lake(write=True)
         prompts, parents = load_prompts(
             lake, input_, id_field=id_field, prompt_field=prompt_field, system=system
         )
@@ -159,7 +159,7 @@ def generate_command(
             flush_seconds=flush_seconds,
             parents=parents,
             console=err_console,
-            show_progress=progress,
+            show_progress=progress and not state.quiet,
         )
     except (BackendError, IngestError, LakeError, SchemaError) as exc:
         raise CascadeError(str(exc)) from None
@@ -175,5 +175,5 @@ def generate_command(
     if report.versions:
         first, last = report.versions[0], report.versions[-1]
         console.print(
-            f"[green]committed[/green] {first if first == last else f'{first} .. {last}'}"
+            plain(f"committed {first if first == last else f'{first} .. {last}'}", "green")
         )

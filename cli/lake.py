@@ -1,16 +1,17 @@
-"""`cascade ingest`, `cascade sql` and `cascade lake ls|log|show`."""
+"""`cascade ingest`, `cascade sql` and `cascade lake ls|log|show|attach|gc|migrate`."""
 
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 
 import duckdb
 import typer
 from rich.table import Table
 
-from cli import app
-from cli.console import CascadeError, console, state
+from cli.app import app
+from cli.console import CascadeError, console, open_lake, plain
 from curation.ingest import IngestError, ingest, parse_mapping
 from lake.catalog import Lake, LakeError
 from schemas.tables import SchemaError
@@ -18,16 +19,13 @@ from schemas.tables import SchemaError
 lake_app = typer.Typer(help="Inspect the lake: tables, versions, lineage.", no_args_is_help=True)
 app.add_typer(lake_app, name="lake")
 
-
-def open_lake() -> Lake:
-    """The lake the CLI was pointed at (--lake, $CASCADE_LAKE or ./lake)."""
-    return Lake(state.lake_path)
+SQL_FORMATS = ("table", "csv", "json", "jsonl", "parquet")
 
 
 @app.command("ingest")
 def ingest_command(
     paths: list[str] = typer.Argument(
-        ..., help="jsonl/json/parquet/csv files, saved HF datasets or hub ids."
+        ..., help="jsonl/json/parquet/csv files, saved HF datasets, hub ids or lake tables."
     ),
     table: str = typer.Option(..., "--table", help="Table to write a new version of."),
     domain: str = typer.Option("math", "--domain", help="math|code|science|if|chat|swe"),
@@ -45,7 +43,7 @@ def ingest_command(
     """Read sources into a new version of a `prompts` table."""
     try:
         report = ingest(
-            open_lake(),
+            open_lake(write=True),
             paths,
             table,
             domain=domain,
@@ -57,22 +55,27 @@ def ingest_command(
     except (IngestError, LakeError, SchemaError) as exc:
         raise CascadeError(str(exc)) from None
     for name, rows in report.rows_by_source.items():
-        console.print(f"  {name}: {rows:,} rows")
+        console.print(plain(f"  {name}: {rows:,} rows"))
     console.print(
-        f"[green]committed[/green] {report.version.ref}: {report.version.rows:,} rows, "
-        f"sha256 {report.version.content_hash[:12]}"
+        plain(
+            f"committed {report.version.ref}: {report.version.rows:,} rows, content_hash "
+            f"{report.version.content_hash[:12]}",
+            "green",
+        )
     )
     if report.malformed:
+        where = report.drops_version.ref if report.drops_version else "drops"
         console.print(
-            f"[yellow]skipped {len(report.malformed)} malformed lines[/yellow] "
-            f"(recorded in {report.drops_version.ref if report.drops_version else 'drops'})"
+            plain(
+                f"skipped {len(report.malformed)} malformed lines (recorded in {where})", "yellow"
+            )
         )
 
 
 @app.command("sql")
 def sql_command(
     query: str = typer.Argument(..., help='SQL; tables by name, pinned versions as "name@3".'),
-    format_: str = typer.Option("table", "--format", help="table|csv|json|parquet"),
+    format_: str = typer.Option("table", "--format", help="|".join(SQL_FORMATS)),
     out: Path = typer.Option(None, "--out", help="Write the result to this file."),
     limit: int = typer.Option(50, "--limit", help="Rows shown in table format."),
 ) -> None:
@@ -81,9 +84,9 @@ def sql_command(
 
 
 def run_sql(lake: Lake, query: str, format_: str, out: Path | None, limit: int = 50) -> None:
-    """Run a query and print or write its result."""
-    if format_ not in ("table", "csv", "json", "parquet"):
-        raise CascadeError(f"unknown --format {format_!r}: use table, csv, json or parquet")
+    """Run a query and print or write its result (json and jsonl are what --input reads)."""
+    if format_ not in SQL_FORMATS:
+        raise CascadeError(f"unknown --format {format_!r}: use {', '.join(SQL_FORMATS)}")
     if format_ == "parquet" and out is None:
         raise CascadeError("--format parquet needs --out FILE")
     try:
@@ -93,29 +96,33 @@ def run_sql(lake: Lake, query: str, format_: str, out: Path | None, limit: int =
         result = rel.to_arrow_table()
     except duckdb.Error as exc:
         raise CascadeError(" ".join(str(exc).split())) from None
-    if format_ == "table":
+    if format_ == "table" and out is None:
         show = Table(*result.column_names, show_lines=False)
         for row in result.slice(0, limit).to_pylist():
-            show.add_row(*(_cell(v) for v in row.values()))
-        target = console if out is None else None
-        if target is not None:
-            console.print(show)
-            if result.num_rows > limit:
-                console.print(f"[dim]{result.num_rows:,} rows, {limit} shown (--limit)[/dim]")
-            return
+            show.add_row(*(plain(_cell(v)) for v in row.values()))
+        console.print(show)
+        if result.num_rows > limit:
+            console.print(plain(f"{result.num_rows:,} rows, {limit} shown (--limit)", "dim"))
+        return
     import polars as pl
 
     frame = pl.from_arrow(result)
+    assert isinstance(frame, pl.DataFrame)
     if format_ == "parquet":
         frame.write_parquet(out)
-    elif format_ == "csv":
-        text = frame.write_csv()
-        _emit(text, out)
+    elif format_ == "csv" or format_ == "table":
+        _emit(frame.write_csv(), out)
+    elif format_ == "jsonl":
+        _emit(
+            "".join(
+                json.dumps(r, default=str, ensure_ascii=False) + "\n" for r in frame.to_dicts()
+            ),
+            out,
+        )
     else:
-        text = json.dumps(frame.to_dicts(), default=str, ensure_ascii=False, indent=1)
-        _emit(text, out)
+        _emit(json.dumps(frame.to_dicts(), default=str, ensure_ascii=False, indent=1), out)
     if out is not None:
-        console.print(f"wrote {result.num_rows:,} rows to {out}")
+        console.print(plain(f"wrote {result.num_rows:,} rows to {out}"))
 
 
 def _emit(text: str, out: Path | None) -> None:
@@ -133,10 +140,10 @@ def _cell(value: object) -> str:
 @lake_app.command("ls")
 def lake_ls() -> None:
     """Every table with its latest version, rows and kind."""
-    table = Table("table", "version", "kind", "mode", "rows", "sha256", "created")
+    table = Table("table", "version", "kind", "mode", "rows", "content_hash", "created")
     for info in open_lake().tables():
         table.add_row(
-            info.name,
+            plain(info.name),
             str(info.version),
             info.kind,
             info.mode,
@@ -157,14 +164,17 @@ def lake_log(name: str = typer.Argument(..., help="Table name.")) -> None:
             lake.resolve(name)
     except LakeError as exc:
         raise CascadeError(str(exc)) from None
-    table = Table("version", "rows", "sha256", "parents", "producer", "code", "created")
+    table = Table(
+        "version", "rows", "snapshot", "content_hash", "parents", "producer", "code", "created"
+    )
     for info in reversed(versions):
         table.add_row(
             str(info.version),
             f"{info.rows:,}",
+            str(info.snapshot_id),
             info.content_hash[:12],
-            ", ".join(info.parents),
-            info.producer,
+            plain(", ".join(info.parents)),
+            plain(info.producer),
             info.code_version,
             info.created_at.strftime("%Y-%m-%d %H:%M:%S"),
         )
@@ -178,15 +188,72 @@ def lake_show(ref: str = typer.Argument(..., help="name or name@N")) -> None:
         info = open_lake().resolve(ref)
     except LakeError as exc:
         raise CascadeError(str(exc)) from None
-    console.print(f"[bold]{info.ref}[/bold] ({info.kind}, {info.mode})")
-    console.print(f"rows:     {info.rows:,}")
-    console.print(f"sha256:   {info.content_hash}")
-    console.print(f"parents:  {', '.join(info.parents) or '-'}")
-    console.print(f"producer: {info.producer}")
-    console.print(f"params:   {json.dumps(info.params, default=str)}", highlight=False)
-    console.print(f"code:     {info.code_version}")
-    console.print(f"created:  {info.created_at.isoformat()}")
-    console.print(f"files:    {len(info.files)}")
-    console.print("schema:")
-    for line in info.schema.splitlines():
-        console.print(f"  {line}", highlight=False)
+    lines = [
+        f"{info.ref} ({info.kind}, {info.mode})",
+        f"rows:     {info.rows:,}",
+        f"content_hash: {info.content_hash}",
+        f"snapshot: {info.snapshot_id}",
+        f"parents:  {', '.join(info.parents) or '-'}",
+        f"producer: {info.producer}",
+        f"params:   {json.dumps(info.params, default=str)}",
+        f"code:     {info.code_version}",
+        f"build:    {info.build_id}",
+        f"created:  {info.created_at.isoformat()}",
+        f"files:    {len(info.files)} added by this version",
+        "schema:",
+        *(f"  {line}" for line in info.schema.splitlines()),
+    ]
+    for line in lines:
+        console.print(plain(line))
+
+
+@lake_app.command("attach")
+def lake_attach(
+    write: bool = typer.Option(False, "--write", help="Attach read-write (one writer at a time)."),
+) -> None:
+    """Print the SQL that opens this lake in any DuckDB client (CLI, notebook)."""
+    lake = open_lake()
+    console.print(
+        plain(f"-- DuckDB {duckdb.__version__}; the extensions load from their PyPI packages")
+    )
+    for statement in lake.attach_statements(read_only=not write):
+        console.print(plain(statement + ";"), soft_wrap=True)
+    console.print(plain("USE lake;"))
+    console.print(plain("-- cascade's versions are rows of cascade_versions; time travel:"))
+    for info in lake.tables():
+        console.print(
+            plain(
+                f'-- {info.ref}: SELECT * FROM "{info.name}" AT (VERSION => {info.snapshot_id});'
+            ),
+            soft_wrap=True,
+        )
+
+
+@lake_app.command("gc")
+def lake_gc(
+    older_than_hours: float = typer.Option(
+        24.0,
+        "--older-than-hours",
+        help="Only files at least this old (a commit in flight keeps its files).",
+    ),
+) -> None:
+    """Delete data files that no version refers to (left by killed writers)."""
+    removed = open_lake(write=True).remove_orphans(timedelta(hours=older_than_hours))
+    console.print(plain(f"removed {removed} orphaned data files"))
+
+
+@lake_app.command("migrate")
+def lake_migrate(
+    old: Path = typer.Argument(..., help="A lake written by cascade before DuckLake."),
+    new: Path = typer.Argument(..., help="Where to write the DuckLake lake (must not exist)."),
+) -> None:
+    """Convert a lake from cascade's own catalog (catalog.duckdb) to DuckLake, version by version."""
+    from lake.migrate import migrate_lake
+
+    try:
+        counts = migrate_lake(old, new)
+    except LakeError as exc:
+        raise CascadeError(str(exc)) from None
+    for name, versions in counts.items():
+        console.print(plain(f"  {name}: {versions} versions"))
+    console.print(plain(f"migrated {len(counts)} tables into {new}", "green"))

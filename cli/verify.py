@@ -7,25 +7,31 @@ from pathlib import Path
 import polars as pl
 import typer
 
-from cli import app
-from cli.console import CascadeError, console, state
-from cli.files import read_lake_table, write_rows
-from curation.verify.table import KINDS, verify_frame
+from cli.app import app
+from cli.console import CascadeError, console, open_lake, plain
+from cli.files import is_file_target, read_lake_table, read_rows, write_rows
+from curation.generate.references import join_references
+from curation.verify.table import KINDS, verify_frame, verify_step
+from lake.catalog import LakeError
+from lake.steps import Step, StepResult, run_steps
 
 
-def _read(path: Path) -> pl.DataFrame:
-    if not path.exists():
-        raise CascadeError(f"input file {path} does not exist")
-    try:
-        if path.suffix == ".parquet":
-            return pl.read_parquet(path)
-        if path.suffix in (".jsonl", ".ndjson"):
-            return pl.read_ndjson(path, infer_schema_length=None)
-        if path.suffix == ".json":
-            return pl.read_json(path)
-    except (pl.exceptions.PolarsError, OSError) as exc:
-        raise CascadeError(f"cannot read {path}: {exc}") from None
-    raise CascadeError(f"{path}: unsupported input format (use .jsonl, .json or .parquet)")
+def verify_rows(
+    df: pl.DataFrame,
+    kind: str,
+    *,
+    keep: str = "all",
+    prompts: pl.DataFrame | None = None,
+    **fields: object,
+) -> StepResult:
+    """Verification as a step: references joined from `prompts` when given (generations);
+    keep all rows with their verdict columns, or only those that passed."""
+    if prompts is not None:
+        df = join_references(df, prompts)
+    if keep == "passed":
+        return verify_step(df, kind, **fields)  # type: ignore[arg-type]
+    scored = verify_frame(df, kind, **fields)  # type: ignore[arg-type]
+    return StepResult(kept=scored, dropped=scored.clear().with_columns(reason=pl.lit("")))
 
 
 @app.command("verify")
@@ -36,6 +42,15 @@ def verify_command(
     ),
     input_: str = typer.Option(None, "--input", help="Input .jsonl/.json/.parquet file."),
     table: str = typer.Option(None, "--table", help="Lake table to read (name or name@N)."),
+    prompts: str = typer.Option(
+        None,
+        "--prompts",
+        help="For generations: the prompts table whose references they are scored against "
+        "(joined on prompt_id).",
+    ),
+    keep: str = typer.Option(
+        "all", "--keep", help="all: keep every row with its verdict; passed: drop the rest."
+    ),
     response_field: str = typer.Option("response", "--response-field"),
     reference_field: str = typer.Option(
         None,
@@ -48,43 +63,68 @@ def verify_command(
         raise CascadeError(f"unknown --kind {kind!r}; choose one of {', '.join(KINDS)}")
     if (input_ is None) == (table is None):
         raise CascadeError("give exactly one of --input FILE or --table NAME")
-    parents: list[str] = []
+    if keep not in ("all", "passed"):
+        raise CascadeError(f"--keep takes all or passed, got {keep!r}")
+    json_columns: frozenset[str] = frozenset()
+    kind_of_table = None
     if table is not None:
         df, info = read_lake_table(table)
-        parents = [info.ref]
+        kind_of_table = info.kind
     else:
-        df = _read(Path(input_))
-    assert isinstance(df, pl.DataFrame)
+        rows = read_rows(Path(input_), required=(response_field,))
+        df, json_columns = rows.frame, rows.json_columns
+    source = input_ or table
+    generations = kind_of_table == "generations" or {"prompt_id", "final_answer"} <= set(df.columns)
+    if generations and prompts is None:
+        raise CascadeError(
+            f"{source} holds generations, which carry no reference; give --prompts TABLE to "
+            "score them against their prompts' references"
+        )
+    options: dict[str, object] = {
+        "kind": kind,
+        "keep": keep,
+        "response_field": response_field,
+        "reference_field": reference_field,
+    }
+    if prompts is not None:
+        try:
+            options["prompts"] = pl.from_arrow(open_lake().read(prompts))
+        except LakeError as exc:
+            raise CascadeError(f"--prompts {prompts}: {exc}") from None
+    step = Step("verify", verify_rows, options, scope="rows")
     try:
-        result = verify_frame(
-            df, kind, response_field=response_field, reference_field=reference_field
-        )
+        if table is not None and not is_file_target(out):
+            run = run_steps(
+                open_lake(write=True),
+                table,
+                [step],
+                out=out,
+                producer=f"cascade verify --kind {kind}",
+                params={k: v for k, v in options.items() if k != "prompts"} | {"prompts": prompts},
+            )
+            passed_column = pl.from_arrow(open_lake().read(run.output.ref, ["passed"]))
+            where = run.output.ref
+            dropped = run.funnel[-1].stats if keep == "passed" else {}
+        else:
+            verdicts = verify_rows(df, **options)  # type: ignore[arg-type]
+            write_rows(verdicts.kept, Path(out), json_columns)
+            passed_column = pl.concat(
+                [verdicts.kept.select("passed"), verdicts.dropped.select("passed")]
+            )
+            where, dropped = out, {}
     except ValueError as exc:
-        source = input_ or table
         raise CascadeError(f"{source}: {exc}") from None
-    passed = int(result.get_column("passed").sum() or 0)
-    undecided = result.get_column("passed").null_count()
-    out_path = Path(out)
-    if table is not None and out_path.suffix not in (".jsonl", ".ndjson", ".parquet"):
-        from lake.catalog import Lake
-
-        info = Lake(state.lake_path).commit(
-            out,
-            result,
-            kind="generic",
-            parents=parents,
-            producer=f"cascade verify --kind {kind}",
-            params={
-                "kind": kind,
-                "response_field": response_field,
-                "reference_field": reference_field,
-            },
-        )
-        where = info.ref
+    assert isinstance(passed_column, pl.DataFrame)
+    if dropped:  # only the passing rows are in the table; the step counted the rest
+        total = int(dropped["rows_in"])  # type: ignore[arg-type]
+        passed, undecided = int(dropped["passed"]), int(dropped["undecided"])  # type: ignore[arg-type]
     else:
-        write_rows(result, out_path)
-        where = str(out_path)
+        total = passed_column.height
+        passed = int(passed_column.get_column("passed").sum() or 0)
+        undecided = passed_column.get_column("passed").null_count()
     console.print(
-        f"verified {result.height:,} rows ({kind}): {passed:,} passed, "
-        f"{result.height - passed - undecided:,} failed, {undecided:,} undecided -> {where}"
+        plain(
+            f"verified {total:,} rows ({kind}): {passed:,} passed, "
+            f"{total - passed - undecided:,} failed, {undecided:,} undecided -> {where}"
+        )
     )

@@ -1,11 +1,15 @@
 """Ingest: read sources (jsonl, json, parquet, csv, Hugging Face datasets) into `prompts` rows.
 
-Each row gets a stable `id` (hash of the normalized prompt), its `source` and `source_id`;
-fields not mapped to a column are kept in the `metadata` JSON column, so nothing is silently
-lost. Sources are read in chunks and streamed into the lake, so inputs larger than memory work.
+Each row gets a unique, stable `uid` (`<file stem>:<line>`), the hash of its normalized
+prompt as `id`, its `source` and the source's own `source_id`; fields not mapped to a column
+are kept in the `metadata` JSON column exactly as they were (no key added or lost, whatever
+shape each row's nested values have), so nothing is silently lost. Sources are read in chunks
+and streamed into the lake, so inputs larger than memory work. A lake table can be a source
+too (`name` or `name@N`).
 
 Bad input is reported with the file and line (or row) at fault. With `on_error="skip"`, each
-malformed line becomes a row of the `drops` table (reason `malformed`) instead of an error.
+malformed line becomes a row of the `drops` table (reason `malformed`) instead of an error;
+the rows and their drops commit together through `lake.run_steps`.
 """
 
 from __future__ import annotations
@@ -21,13 +25,14 @@ import polars as pl
 import pyarrow as pa
 
 from curation.text import prompt_ids
-from lake.catalog import EmptyCommitError, Lake, VersionInfo
+from lake.catalog import EmptyCommitError, Lake, LakeError, TableRef, VersionInfo
+from lake.steps import Rows, StepRun, run_steps
 from schemas.tables import DOMAINS
 
 TARGET_FIELDS = ("problem", "answer", "source_id")
 ID_FIELDS = ("id", "unique_id", "task_id", "problem_id", "key")
 CHUNK_BYTES = 32 << 20
-PROMPT_COLUMNS = ["id", "source", "source_id", "domain", "problem", "answer", "metadata"]
+PROMPT_COLUMNS = ["uid", "id", "source", "source_id", "domain", "problem", "answer", "metadata"]
 
 
 class IngestError(ValueError):
@@ -45,10 +50,16 @@ class Malformed:
 
 @dataclass
 class Chunk:
-    """Raw records read from one source, with the line/row number of the first record."""
+    """Raw records read from one source, with the line/row number of each record.
+
+    `records` holds the parsed objects when a field has nested values whose shapes differ
+    between rows: a frame would merge them into one struct type (adding null keys), so
+    `metadata` is then written from the records themselves.
+    """
 
     frame: pl.DataFrame
     lines: list[int]
+    records: list[dict] | None = None
 
 
 @dataclass
@@ -60,6 +71,7 @@ class IngestReport:
     rows_by_path: dict[str, int] = field(default_factory=dict)
     malformed: list[Malformed] = field(default_factory=list)
     drops_version: VersionInfo | None = None
+    run: StepRun | None = None
 
 
 def parse_mapping(text: str | None) -> dict[str, str]:
@@ -143,7 +155,7 @@ def _read_jsonl(path: str, on_error: str) -> Iterator[Chunk | Malformed]:
             numbers = [first + i for i, raw in enumerate(lines) if raw.strip()]
             try:
                 frame = pl.read_ndjson(io.BytesIO(block), infer_schema_length=None)
-                if frame.height == len(numbers):
+                if frame.height == len(numbers) and not _has_struct(frame.schema):
                     yield Chunk(frame, numbers)
                     continue
             except Exception:  # noqa: BLE001 - any parse failure: locate it line by line below
@@ -174,25 +186,51 @@ def _parse_lines(
         records.append(record)
         numbers.append(number)
     if records:
-        yield Chunk(_frame_from_records(records), numbers)
+        yield Chunk(_frame_from_records(records), numbers, records)
+
+
+def _has_struct(schema: pl.Schema) -> bool:
+    """True if any column holds objects, at any depth (their key sets may differ by row)."""
+
+    def nested(dtype: pl.DataType) -> bool:
+        if isinstance(dtype, pl.Struct):
+            return True
+        if isinstance(dtype, pl.List | pl.Array):
+            return nested(dtype.inner)
+        return False
+
+    return any(nested(dtype) for dtype in schema.values())
 
 
 def _frame_from_records(records: list[dict]) -> pl.DataFrame:
-    # Values of mixed types across rows (e.g. answer 5 and "5") must not fail the chunk.
+    """A frame of the records' fields: scalars typed by Polars, nested values as JSON text.
+
+    Values of mixed types across rows (e.g. answer 5 and "5") must not fail the chunk.
+    """
+    keys = list(dict.fromkeys(k for r in records for k in r))
+    columns = {k: [r.get(k) for r in records] for k in keys}
+    nested = {k for k, vs in columns.items() if any(isinstance(v, dict | list) for v in vs)}
+    flat = {k: vs for k, vs in columns.items() if k not in nested}
     try:
-        return pl.from_dicts(records, infer_schema_length=None)
+        frame = pl.DataFrame(flat, strict=False) if flat else pl.DataFrame()
+        if any(frame[k].dtype == pl.Object for k in frame.columns):
+            raise TypeError("mixed values")
     except Exception:  # noqa: BLE001 - fall back to JSON text for every non-string field
-        keys = list(dict.fromkeys(k for r in records for k in r))
-        return pl.DataFrame(
-            {
-                k: [
-                    v if isinstance(v, str) or v is None else json.dumps(v, ensure_ascii=False)
-                    for v in (r.get(k) for r in records)
-                ]
-                for k in keys
-            },
-            schema={k: pl.String for k in keys},
+        frame = pl.DataFrame(
+            {k: [_text(v) for v in vs] for k, vs in flat.items()},
+            schema={k: pl.String for k in flat},
         )
+    if nested:
+        frame = frame.with_columns(
+            pl.Series(k, [_text(v) for v in columns[k]], dtype=pl.String) for k in nested
+        )
+    return frame.select(keys) if keys else frame
+
+
+def _text(value: object) -> str | None:
+    return (
+        value if isinstance(value, str) or value is None else json.dumps(value, ensure_ascii=False)
+    )
 
 
 def _read_json_array(path: str, on_error: str) -> Iterator[Chunk | Malformed]:
@@ -274,9 +312,18 @@ def _read_hf(path: str, fmt: str, split: str | None) -> Iterator[Chunk]:
 
 
 def to_prompts(
-    chunk: Chunk, *, path: str, source: str, domain: str, mapping: dict[str, str]
+    chunk: Chunk,
+    *,
+    path: str,
+    source: str,
+    domain: str,
+    mapping: dict[str, str],
+    uid_prefix: str | None = None,
 ) -> pl.DataFrame:
-    """Shape raw records into `prompts` rows; unmapped fields go to `metadata` JSON."""
+    """Shape raw records into `prompts` rows; unmapped fields go to `metadata` JSON.
+
+    `uid` is `<uid_prefix>:<line>` (default prefix: the source name).
+    """
     frame = chunk.frame
     fields = frame.columns
     problem_field = mapping.get("problem", "problem")
@@ -304,7 +351,9 @@ def to_prompts(
     used = {problem_field, answer_field, id_field} - {None}
     rest = [f for f in fields if f not in used]
 
+    prefix = uid_prefix or source
     columns = {
+        "uid": pl.Series([f"{prefix}:{n}" for n in chunk.lines], dtype=pl.String),
         "id": prompt_ids(problem),
         "source": pl.Series([source] * frame.height, dtype=pl.String),
         "source_id": (
@@ -319,11 +368,7 @@ def to_prompts(
             if answer_field
             else pl.Series([None] * frame.height, dtype=pl.String)
         ),
-        "metadata": (
-            frame.select(pl.struct(rest).struct.json_encode()).to_series()
-            if rest
-            else pl.Series(["{}"] * frame.height, dtype=pl.String)
-        ),
+        "metadata": _metadata(chunk, rest),
     }
     out = pl.DataFrame({k: v.alias(k) for k, v in columns.items()})
     if out.get_column("source_id").null_count():  # rows without an id keep their line number
@@ -334,6 +379,22 @@ def to_prompts(
             .alias("source_id")
         )
     return out
+
+
+def _metadata(chunk: Chunk, fields: list[str]) -> pl.Series:
+    """The unmapped fields of each row as a JSON object, exactly as the row had them."""
+    if not fields:
+        return pl.Series(["{}"] * chunk.frame.height, dtype=pl.String)
+    if chunk.records is not None:
+        wanted = set(fields)
+        return pl.Series(
+            [
+                json.dumps({k: v for k, v in r.items() if k in wanted}, ensure_ascii=False)
+                for r in chunk.records
+            ],
+            dtype=pl.String,
+        )
+    return chunk.frame.select(pl.struct(fields).struct.json_encode()).to_series()
 
 
 def _as_text(series: pl.Series) -> pl.Series:
@@ -363,8 +424,9 @@ def ingest(
 ) -> IngestReport:
     """Read every source into one new version of `table` (kind `prompts`).
 
-    `source` names the rows' origin (default: each file's stem). Nothing is committed when a
-    source is bad (on_error="raise") or when there is no row at all.
+    `source` names the rows' origin (default: each file's stem). A path that is not a file
+    but names a lake table (`name` or `name@N`) reads that table's rows. Nothing is committed
+    when a source is bad (on_error="raise") or when there is no row at all.
     """
     if domain not in DOMAINS:
         raise IngestError(f"unknown domain {domain!r}; choose one of {', '.join(DOMAINS)}")
@@ -372,26 +434,64 @@ def ingest(
         raise IngestError(f"on_error must be 'raise' or 'skip', got {on_error!r}")
     if not paths:
         raise IngestError("no input paths given")
+    if len(set(paths)) != len(paths):
+        raise IngestError(f"the same source is given twice: {paths}")
     mapping = dict(mapping or {})
+    tables = {p: _lake_source(lake, p) for p in paths}  # fail fast before writing anything
     for path in paths:
-        source_format(path)  # fail fast on a missing file before writing anything
+        if tables[path] is None:
+            source_format(path)
+    prefixes = _uid_prefixes([p for p in paths if tables[p] is None])
     rows_by_source: dict[str, int] = {}
     rows_by_path: dict[str, int] = {}
     malformed: list[Malformed] = []
 
     def batches() -> Iterator[pa.RecordBatch]:
         for path in paths:
+            rows_by_path[path] = 0
+            info = tables[path]
+            if info is not None:
+                prompts = _prompts_from_table(lake, info, domain=domain, mapping=mapping)
+                for name, count in prompts.group_by("source").len().iter_rows():
+                    rows_by_source[name] = rows_by_source.get(name, 0) + count
+                rows_by_path[path] += prompts.height
+                yield from prompts.to_arrow().to_batches()
+                continue
             name = source or _source_name(path)
             rows_by_source.setdefault(name, 0)
-            rows_by_path[path] = 0
             for item in read_chunks(path, on_error, split):
                 if isinstance(item, Malformed):
                     malformed.append(item)
                     continue
-                prompts = to_prompts(item, path=path, source=name, domain=domain, mapping=mapping)
+                prompts = to_prompts(
+                    item,
+                    path=path,
+                    source=name,
+                    domain=domain,
+                    mapping=mapping,
+                    uid_prefix=prefixes[path],
+                )
                 rows_by_source[name] += prompts.height
                 rows_by_path[path] += prompts.height
                 yield from prompts.to_arrow().to_batches()
+
+    def unreadable() -> pl.DataFrame:
+        return pl.DataFrame(
+            {
+                "uid": [f"{prefixes.get(m.file, m.file)}:{m.line}" for m in malformed],
+                "reason": ["malformed"] * len(malformed),
+                "file": [m.file for m in malformed],
+                "line": [m.line for m in malformed],
+                "error": [m.error for m in malformed],
+            },
+            schema={
+                "uid": pl.String,
+                "reason": pl.String,
+                "file": pl.String,
+                "line": pl.Int64,
+                "error": pl.String,
+            },
+        )
 
     params = {
         "paths": [str(p) for p in paths],
@@ -401,9 +501,16 @@ def ingest(
         "source": source,
         "split": split,
     }
+    parents = [info.ref for info in tables.values() if info is not None]
     try:
-        version = lake.commit(
-            table, batches(), kind="prompts", producer="cascade ingest", params=params
+        run = run_steps(
+            lake,
+            Rows(batches(), unreadable, step="ingest", parents=parents),
+            [],
+            out=table,
+            kind="prompts",
+            producer="cascade ingest",
+            params=params,
         )
     except EmptyCommitError:
         raise IngestError(
@@ -411,37 +518,55 @@ def ingest(
             + (f" ({len(malformed)} malformed lines skipped)" if malformed else "")
             + "; nothing was committed"
         ) from None
-    report = IngestReport(
-        version=version,
+    return IngestReport(
+        version=run.output,
         rows_by_source=rows_by_source,
         rows_by_path=rows_by_path,
         malformed=malformed,
+        drops_version=run.drops,
+        run=run,
     )
-    if malformed:
-        drops = pl.DataFrame(
-            {
-                "table": [table] * len(malformed),
-                "version": [version.version] * len(malformed),
-                "row_id": [f"{m.file}:{m.line}" for m in malformed],
-                "step": ["ingest"] * len(malformed),
-                "reason": ["malformed"] * len(malformed),
-                "detail": [
-                    json.dumps({"file": m.file, "line": m.line, "error": m.error})
-                    for m in malformed
-                ],
-            },
-            schema_overrides={"version": pl.Int64},
-        )
-        report.drops_version = lake.commit(
-            "drops",
-            drops,
-            kind="drops",
-            mode="append",
-            parents=[version.ref],
-            producer="cascade ingest",
-            params={"table": table},
-        )
-    return report
+
+
+def _lake_source(lake: Lake, path: str) -> VersionInfo | None:
+    """The lake table a source names, or None for a file (or anything that is not a table)."""
+    if Path(path).exists():
+        return None
+    try:
+        ref = TableRef.parse(path)
+    except LakeError:
+        return None
+    if not lake.has(ref.name):
+        return None
+    return lake.resolve(ref)
+
+
+def _uid_prefixes(paths: list[str]) -> dict[str, str]:
+    """Each file's uid prefix: its name without suffix, or its path when two names clash."""
+    names = {p: _source_name(p) for p in paths}
+    clashing = {n for n in names.values() if list(names.values()).count(n) > 1}
+    return {p: (p if n in clashing else n) for p, n in names.items()}
+
+
+def _prompts_from_table(
+    lake: Lake, info: VersionInfo, *, domain: str, mapping: dict[str, str]
+) -> pl.DataFrame:
+    """A lake table's rows as prompts: a prompts table as it is, others mapped like a file."""
+    frame = pl.from_arrow(lake.read(info.ref))
+    assert isinstance(frame, pl.DataFrame)
+    if info.kind == "prompts" and not mapping:
+        return frame.select(PROMPT_COLUMNS)
+    if "uid" in frame.columns:
+        frame = frame.drop("uid")
+    chunk = Chunk(frame, list(range(1, frame.height + 1)))
+    return to_prompts(
+        chunk,
+        path=info.ref,
+        source=info.name,
+        domain=domain,
+        mapping=mapping,
+        uid_prefix=info.ref,
+    )
 
 
 def _source_name(path: str) -> str:

@@ -1,34 +1,43 @@
-"""The lake: immutable Parquet files per table version, and a DuckDB catalog of versions.
+"""The lake: tables on DuckLake, with cascade's versions, content hashes and lineage on top.
+
+DuckLake keeps the data as Parquet files and a SQL catalog (SQLite by default, a DuckDB file
+or PostgreSQL when chosen) with snapshots, time travel and multi-table transactions. cascade
+adds only its own meaning, in a `cascade_versions` table inside the same catalog:
+
+- `name@N`: the N-th version of a table, mapped to the DuckLake snapshot that committed it
+  (the snapshot's commit info names the versions it holds). `name` is the latest version.
+- snapshot-mode tables get new contents each version (`CREATE OR REPLACE`); append-mode tables
+  (generations, drops) add rows, and version N reads every row added up to N.
+- a content hash per version over every data file that reading the version returns
+  (append-mode versions chain the previous version's hash), so tampering with any of them is
+  detected; the parents, producer, parameters, code version and build id of each version.
+
+A commit writes its Parquet files first, outside any transaction, then registers them, their
+versions and cascade's rows in one short DuckLake transaction: all of it lands or none. Readers
+attach read-only and see the last committed snapshot; they never wait for a writer. A writer
+that loses a race retries with backoff and then fails with one sentence. Files of a killed
+writer are invisible (no catalog row points at them); `remove_orphans` deletes them.
 
 Layout of a lake directory::
 
-    catalog.duckdb                 one row per committed version (the source of truth)
-    tables/<name>/v<N>-<token>/    that version's Parquet files, never modified
-    .lock                          held by a committing process
-
-A commit writes its files into a staging folder, renames the folder into place, and only then
-inserts the catalog row, all under an exclusive file lock. A process killed at any moment
-leaves either the old version or the new one: a folder without a catalog row is invisible and
-removed by the next commit. Reads resolve names through the catalog and scan the Parquet files
-lazily (DuckDB or Polars), so tables larger than memory work.
+    lake.json          what kind of catalog and where the data lives
+    catalog.sqlite     the DuckLake catalog (or catalog.ducklake, or a PostgreSQL database)
+    data/main/<table>/ the Parquet files, never modified
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import functools
 import hashlib
 import json
 import os
 import re
-import shutil
-import subprocess
+import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import duckdb
@@ -40,30 +49,27 @@ import schemas.generation  # noqa: F401  (registers the generations table kind)
 from lake.files import code_version, file_sha256
 from schemas.tables import SchemaError, contract_for, validate_non_null
 
-CATALOG_FILE = "catalog.duckdb"
+CONFIG_FILE = "lake.json"
+FORMAT = "cascade-ducklake/1"
+ALIAS = "lake"
 ROWS_PER_FILE = 1_000_000
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_PINNED_REF = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)@([0-9]+)")
+RESERVED_PREFIX = "cascade_"
 MODES = ("snapshot", "append")
+CATALOGS = ("sqlite", "duckdb", "postgres")
+_PINNED_REF = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)@([0-9]+)")
+_COMMIT_MESSAGE = "cascade commit"
+_TRANSIENT = ("database is locked", "conflict", "busy", "Failed to commit", "does not have any")
 
-_CATALOG_DDL = """
-CREATE TABLE IF NOT EXISTS versions (
-    name VARCHAR NOT NULL,
-    version BIGINT NOT NULL,
-    kind VARCHAR NOT NULL,
-    mode VARCHAR NOT NULL,
-    files VARCHAR[] NOT NULL,
-    rows BIGINT NOT NULL,
-    content_hash VARCHAR NOT NULL,
-    arrow_schema VARCHAR NOT NULL,
-    parents VARCHAR[] NOT NULL,
-    producer VARCHAR NOT NULL,
-    params JSON,
-    code_version VARCHAR NOT NULL,
-    created_at TIMESTAMPTZ NOT NULL,
-    PRIMARY KEY (name, version)
+_VERSIONS_DDL = """
+CREATE TABLE IF NOT EXISTS {alias}.cascade_versions (
+    name VARCHAR, version BIGINT, kind VARCHAR, mode VARCHAR, rows BIGINT, rows_added BIGINT,
+    files VARCHAR[], file_hashes VARCHAR[], content_hash VARCHAR, arrow_schema VARCHAR,
+    parents VARCHAR[], producer VARCHAR, params VARCHAR, code_version VARCHAR,
+    build_id VARCHAR, created_at TIMESTAMPTZ
 )
 """
+_HEADS_DDL = "CREATE TABLE IF NOT EXISTS {alias}.cascade_heads (name VARCHAR, version BIGINT)"
 
 
 class LakeError(RuntimeError):
@@ -75,26 +81,34 @@ class EmptyCommitError(LakeError):
 
 
 class LakeBusyError(LakeError):
-    """Another process holds the lake's commit lock."""
+    """Other writers kept the catalog busy past the retry budget."""
+
+
+class LakeConflictError(LakeError):
+    """Another process committed the version this commit was written for."""
 
 
 @dataclass(frozen=True)
 class VersionInfo:
-    """One committed version of a table, as recorded in the catalog."""
+    """One committed version of a table, as recorded in `cascade_versions`."""
 
     name: str
     version: int
     kind: str
     mode: str
-    files: list[str]
     rows: int
+    rows_added: int
+    files: list[str]
+    file_hashes: list[str]
     content_hash: str
     schema: str
     parents: list[str]
     producer: str
     params: dict
     code_version: str
+    build_id: str
     created_at: datetime
+    snapshot_id: int | None = None
 
     @property
     def ref(self) -> str:
@@ -126,12 +140,106 @@ class TableRef:
         return self.name if self.version is None else f"{self.name}@{self.version}"
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
+Data = pa.Table | pl.DataFrame | Iterable[pa.RecordBatch]
+
+
+@dataclass
+class TableWrite:
+    """One table version to commit: the rows, how to store them, and where they came from.
+
+    `data` may be a callable, evaluated when its turn comes (after the writes before it),
+    and a write with `skip_if_empty` and no rows is left out of the commit.
+    `expect_version` pins the version number the data was written for (drops rows name the
+    output version they belong to); if another process took it first the commit fails with
+    LakeConflictError instead of recording rows under the wrong version.
+    """
+
+    name: str
+    data: Data | Callable[[], Data]
+    kind: str = "generic"
+    mode: str = "snapshot"
+    parents: list[str] = field(default_factory=list)
+    producer: str = "python"
+    params: dict = field(default_factory=dict)
+    allow_empty: bool = False
+    expect_version: int | None = None
+    skip_if_empty: bool = False
+
+
+@dataclass
+class _Written:
+    write: TableWrite
+    files: list[str]  # relative to the data path
+    hashes: list[str]
+    rows: int
+    schema: pa.Schema
+
+
+# -- extensions and configuration -------------------------------------------------------------
+
+
+def extension_path(name: str) -> Path:
+    """The DuckDB extension binary shipped by its PyPI package (`duckdb-extension-<name>`).
+
+    Loading it by path keeps signature checking on and needs no network or home directory.
+    """
+    import importlib
+
+    module_name = f"duckdb_extension_{name}"
     try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        module = importlib.import_module(module_name)
+    except ImportError:
+        raise LakeError(
+            f"the DuckDB extension {name!r} is not installed: pip install "
+            f"duckdb-extension-{name.replace('_', '-')}=={duckdb.__version__}"
+        ) from None
+    path = Path(module.__file__).parent / "extensions" / f"v{duckdb.__version__}"
+    path = path / f"{name}.duckdb_extension"
+    if not path.is_file():
+        raise LakeError(
+            f"{module_name} does not ship a build for DuckDB {duckdb.__version__}; pin "
+            f"duckdb-extension-{name.replace('_', '-')} to the same version as duckdb"
+        )
+    return path
+
+
+@dataclass(frozen=True)
+class LakeConfig:
+    """Where a lake's catalog and data live (`lake.json`)."""
+
+    catalog: str = "sqlite"  # sqlite | duckdb | postgres
+    data_path: str = "data"  # relative to the lake directory, or an absolute path / URI
+    postgres: str | None = None  # libpq connection string when catalog = postgres
+
+    def __post_init__(self) -> None:
+        if self.catalog not in CATALOGS:
+            raise LakeError(f"catalog must be one of {', '.join(CATALOGS)}, got {self.catalog!r}")
+        if self.catalog == "postgres" and not self.postgres:
+            raise LakeError("a postgres catalog needs a connection string ('postgres' key)")
+
+    @classmethod
+    def read(cls, path: Path) -> LakeConfig:
+        try:
+            raw = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise LakeError(f"{path}: cannot read the lake configuration ({exc})") from None
+        if raw.get("format") != FORMAT:
+            raise LakeError(f"{path}: unknown lake format {raw.get('format')!r}")
+        return cls(**{k: v for k, v in raw.items() if k != "format"})
+
+    def write(self, path: Path) -> None:
+        body = {"format": FORMAT, "catalog": self.catalog, "data_path": self.data_path}
+        if self.postgres:
+            body["postgres"] = self.postgres
+        path.write_text(json.dumps(body, indent=2) + "\n")
+
+    def extensions(self) -> list[str]:
+        needed = ["ducklake"]
+        if self.catalog == "sqlite":
+            needed.append("sqlite_scanner")
+        if self.catalog == "postgres":
+            needed.append("postgres_scanner")
+        return needed
 
 
 def _test_pause(point: str) -> None:
@@ -163,100 +271,213 @@ def _as_batches(
             yield batch
 
 
+def _sql_str(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _transient(exc: Exception) -> bool:
+    text = str(exc)
+    return isinstance(exc, duckdb.Error) and any(t in text for t in _TRANSIENT)
+
+
+def chain_hash(previous: str | None, file_hashes: list[str]) -> str:
+    """A version's content hash: its files' sha256s, after the previous version's hash.
+
+    Snapshot-mode versions have no previous; append-mode version N chains version N-1, so
+    its hash covers every file that reading version N returns.
+    """
+    digest = hashlib.sha256()
+    if previous:
+        digest.update(previous.encode())
+    for h in file_hashes:
+        digest.update(h.encode())
+    return digest.hexdigest()
+
+
+# -- the lake ---------------------------------------------------------------------------------
+
+
 class Lake:
-    """A lake directory: commit versions, resolve refs, read lazily, query with SQL."""
+    """A lake directory: commit versions, resolve refs, read, query with SQL."""
 
-    def __init__(self, path: str | os.PathLike[str], lock_timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        create: bool = True,
+        config: LakeConfig | None = None,
+        read_only: bool = False,
+        busy_timeout: float | None = None,
+    ) -> None:
         self.path = Path(path)
-        self.lock_timeout = (
-            float(os.environ.get("CASCADE_LOCK_TIMEOUT", "30"))
-            if lock_timeout is None
-            else lock_timeout
+        self.read_only = read_only
+        self.busy_timeout = (
+            float(os.environ.get("CASCADE_BUSY_TIMEOUT", "30"))
+            if busy_timeout is None
+            else busy_timeout
         )
-        self.path.mkdir(parents=True, exist_ok=True)
-        (self.path / "tables").mkdir(exist_ok=True)
-        if not (self.path / CATALOG_FILE).exists():
-            with self._lock(), self._catalog(write=True) as con:
-                con.execute(_CATALOG_DDL)
+        config_file = self.path / CONFIG_FILE
+        if (self.path / "catalog.duckdb").exists() and not config_file.exists():
+            raise LakeError(
+                f"{self.path} was written by an earlier cascade (its own catalog.duckdb, not "
+                f"DuckLake); convert it with `cascade lake migrate {self.path} NEW_DIR`, or "
+                "rebuild it by re-running its ingest and build commands into a new --lake"
+            )
+        self.created = False
+        if config_file.exists():
+            self.config = LakeConfig.read(config_file)
+        elif not create or read_only:
+            raise LakeError(
+                f"no lake at {self.path} (no {CONFIG_FILE}); a command that writes creates one"
+            )
+        else:
+            self.path.mkdir(parents=True, exist_ok=True)
+            self.config = config or LakeConfig()
+            self._initialize()
+            self.created = True
+        self._con: duckdb.DuckDBPyConnection | None = None
+        self._lock = threading.RLock()
+        self._snapshots: dict[tuple[str, int], int] = {}
 
-    # -- locking and catalog access -------------------------------------------------------
+    # -- connections ----------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def _lock(self) -> Iterator[None]:
-        """Exclusive commit lock; waits up to lock_timeout seconds, then LakeBusyError."""
-        lock_path = self.path / ".lock"
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        deadline = time.monotonic() + self.lock_timeout
-        try:
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
-                        raise LakeBusyError(
-                            f"lake {self.path} is busy: another process (pid {holder}) is "
-                            f"committing; waited {self.lock_timeout:.0f}s"
-                        ) from None
-                    time.sleep(0.05)
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, str(os.getpid()).encode(), 0)
-            yield
-        finally:
-            with contextlib.suppress(OSError):
-                fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+    @property
+    def data_path(self) -> str:
+        """Absolute data path (a directory; object-store URIs are kept as given)."""
+        data = self.config.data_path
+        if "://" in data:
+            return data.rstrip("/") + "/"
+        p = Path(data)
+        return str((p if p.is_absolute() else self.path / p).resolve()) + "/"
 
-    @contextlib.contextmanager
-    def _catalog(self, write: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
-        """A short-lived catalog connection; read-only unless writing under the lock."""
-        path = str(self.path / CATALOG_FILE)
-        delay = 0.02
-        deadline = time.monotonic() + max(self.lock_timeout, 5.0)
+    def catalog_uri(self) -> str:
+        """The `ducklake:` URI of the catalog database."""
+        if self.config.catalog == "sqlite":
+            return f"ducklake:sqlite:{(self.path / 'catalog.sqlite').resolve()}"
+        if self.config.catalog == "duckdb":
+            return f"ducklake:{(self.path / 'catalog.ducklake').resolve()}"
+        return f"ducklake:postgres:{self.config.postgres}"
+
+    def attach_statements(self, read_only: bool = True, alias: str = ALIAS) -> list[str]:
+        """The SQL a DuckDB client runs to open this lake (offline: extensions by path)."""
+        loads = [f"LOAD {_sql_str(str(extension_path(n)))}" for n in self.config.extensions()]
+        options = [f"DATA_PATH {_sql_str(self.data_path)}", "OVERRIDE_DATA_PATH true"]
+        if read_only:
+            options.append("READ_ONLY")
+        attach = f"ATTACH {_sql_str(self.catalog_uri())} AS {alias} ({', '.join(options)})"
+        return [*loads, attach]
+
+    def _open(self, read_only: bool) -> duckdb.DuckDBPyConnection:
+        con = duckdb.connect()
+        statements = self.attach_statements(read_only=read_only)
+        for sql in statements[:-1]:
+            con.execute(sql)
+        delay = 0.05
+        deadline = time.monotonic() + self.busy_timeout
         while True:
             try:
-                con = duckdb.connect(path, read_only=not write)
-                break
-            except duckdb.IOException as exc:
-                # Another process has the catalog open for a commit (milliseconds): retry.
-                if time.monotonic() >= deadline:
-                    raise LakeBusyError(f"lake {self.path} catalog is busy: {exc}") from None
+                con.execute(statements[-1])
+                return con
+            except duckdb.Error as exc:
+                if not _transient(exc) or time.monotonic() >= deadline:
+                    raise LakeError(f"cannot open lake {self.path}: {_one_line(exc)}") from None
                 time.sleep(delay)
-                delay = min(delay * 2, 0.5)
+                delay = min(delay * 2, 1.0)
+
+    def _initialize(self) -> None:
+        if self.config.catalog == "sqlite":
+            import sqlite3
+
+            db = sqlite3.connect(self.path / "catalog.sqlite")
+            db.execute("PRAGMA journal_mode=WAL")  # readers never wait for the writer
+            db.close()
+        if "://" not in self.config.data_path:
+            Path(self.data_path).mkdir(parents=True, exist_ok=True)
+        self.config.write(self.path / CONFIG_FILE)
+        con = self._open(read_only=False)
         try:
-            yield con
+            con.execute(f"CALL {ALIAS}.set_option('data_inlining_row_limit', 0)")
+            con.execute(_VERSIONS_DDL.format(alias=ALIAS))
+            con.execute(_HEADS_DDL.format(alias=ALIAS))
+            for table in ("cascade_versions", "cascade_heads"):
+                con.execute(
+                    f"CALL {ALIAS}.set_option('data_inlining_row_limit', 1000000, "
+                    f"table_name => '{table}')"
+                )
         finally:
             con.close()
+
+    @property
+    def con(self) -> duckdb.DuckDBPyConnection:
+        """This Lake's own connection (opened on first use; read-write unless read_only)."""
+        if self._con is None:
+            self._con = self._open(read_only=self.read_only)
+        return self._con
+
+    def close(self) -> None:
+        if self._con is not None:
+            self._con.close()
+            self._con = None
+
+    def _query(self, sql: str, params: list | None = None) -> list[tuple]:
+        """A catalog read, retried while another process is mid-commit."""
+        delay = 0.05
+        deadline = time.monotonic() + self.busy_timeout
+        with self._lock:
+            while True:
+                try:
+                    return self.con.execute(sql, params or []).fetchall()
+                except duckdb.Error as exc:
+                    if not _transient(exc) or time.monotonic() >= deadline:
+                        raise
+                    self.close()
+                    time.sleep(delay)
+                    delay = min(delay * 2, 1.0)
 
     # -- catalog queries ------------------------------------------------------------------
 
     def _rows(self, where: str = "", params: list | None = None) -> list[VersionInfo]:
-        with self._catalog() as con:
-            rows = con.execute(
-                "SELECT name, version, kind, mode, files, rows, content_hash, arrow_schema, "
-                f"parents, producer, params, code_version, created_at FROM versions {where} "
-                "ORDER BY name, version",
-                params or [],
-            ).fetchall()
+        rows = self._query(
+            "SELECT name, version, kind, mode, rows, rows_added, files, file_hashes, "
+            "content_hash, arrow_schema, parents, producer, params, code_version, build_id, "
+            f"created_at FROM {ALIAS}.cascade_versions {where} ORDER BY name, version",
+            params,
+        )
+        snapshots = self._snapshot_ids({(r[0], r[1]) for r in rows})
         return [
             VersionInfo(
                 name=r[0],
                 version=r[1],
                 kind=r[2],
                 mode=r[3],
-                files=list(r[4]),
-                rows=r[5],
-                content_hash=r[6],
-                schema=r[7],
-                parents=list(r[8]),
-                producer=r[9],
-                params=json.loads(r[10]) if r[10] else {},
-                code_version=r[11],
-                created_at=r[12],
+                rows=r[4],
+                rows_added=r[5],
+                files=list(r[6]),
+                file_hashes=list(r[7]),
+                content_hash=r[8],
+                schema=r[9],
+                parents=list(r[10]),
+                producer=r[11],
+                params=json.loads(r[12]) if r[12] else {},
+                code_version=r[13],
+                build_id=r[14],
+                created_at=r[15],
+                snapshot_id=snapshots.get((r[0], r[1])),
             )
             for r in rows
         ]
+
+    def _snapshot_ids(self, wanted: set[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """DuckLake snapshot of each (name, version), read from the snapshots' commit info."""
+        if not wanted <= self._snapshots.keys():
+            for snapshot_id, extra in self._query(
+                f"SELECT snapshot_id, commit_extra_info FROM {ALIAS}.snapshots() "
+                "WHERE commit_message = ?",
+                [_COMMIT_MESSAGE],
+            ):
+                for name, version in json.loads(extra)["versions"].items():
+                    self._snapshots[(name, version)] = snapshot_id
+        return self._snapshots
 
     def tables(self) -> list[VersionInfo]:
         """The latest version of every table."""
@@ -270,7 +491,7 @@ class Lake:
         return self._rows("WHERE name = ?", [name])
 
     def has(self, name: str) -> bool:
-        return bool(self.versions(name))
+        return bool(self._query(f"SELECT 1 FROM {ALIAS}.cascade_versions WHERE name = ?", [name]))
 
     def resolve(self, ref: str | TableRef) -> VersionInfo:
         """The version a ref names: `name` is the latest, `name@N` a pinned one."""
@@ -278,7 +499,7 @@ class Lake:
         versions = self.versions(ref.name)
         if not versions:
             known = ", ".join(sorted(v.name for v in self.tables())) or "none"
-            raise LakeError(f"no table {ref.name!r} in lake {self.path} (tables: {known})")
+            raise LakeError(f"no table {ref.name!r} in the lake at {self.path} (tables: {known})")
         if ref.version is None:
             return versions[-1]
         for info in versions:
@@ -288,49 +509,76 @@ class Lake:
             f"table {ref.name!r} has no version {ref.version} (versions 1..{versions[-1].version})"
         )
 
-    def files(self, ref: str | TableRef) -> list[Path]:
-        """Absolute Parquet paths that make up a ref (all increments up to N in append mode)."""
+    def files(self, ref: str | TableRef) -> list[str]:
+        """The data files DuckLake reads for a ref, as absolute paths (or URIs)."""
         info = self.resolve(ref)
-        if info.mode == "append":
-            chain = [v for v in self.versions(info.name) if v.version <= info.version]
-        else:
-            chain = [info]
-        return [self.path / f for v in chain for f in v.files]
+        rows = self._query(
+            "SELECT data_file, delete_file FROM ducklake_list_files(?, ?, snapshot_version => ?)",
+            [ALIAS, info.name, info.snapshot_id],
+        )
+        if any(r[1] for r in rows):
+            raise LakeError(
+                f"{info.ref} has row deletions made outside cascade; read it with `cascade sql`"
+            )
+        return [r[0] for r in rows]
 
     # -- reading --------------------------------------------------------------------------
+
+    def _from(self, info: VersionInfo) -> str:
+        return f'{ALIAS}."{info.name}" AT (VERSION => {info.snapshot_id})'
 
     def scan(self, ref: str | TableRef) -> pl.LazyFrame:
         """A lazy Polars scan of a ref; nothing is read until collected."""
         files = self.files(ref)
-        return pl.scan_parquet([str(f) for f in files])
+        if not files:
+            return pl.from_arrow(self.read(ref)).lazy()  # type: ignore[union-attr]
+        return pl.scan_parquet(files)
 
     def read(self, ref: str | TableRef, columns: list[str] | None = None) -> pa.Table:
         """Read a ref into memory as an Arrow table (use scan/sql for large tables)."""
-        files = self.files(ref)
-        tables = [pq.read_table(f, columns=columns) for f in files]
-        if len(tables) == 1:
-            return tables[0]
-        return pa.concat_tables(tables, promote_options="permissive")
+        info = self.resolve(ref)
+        select = ", ".join(f'"{c}"' for c in columns) if columns else "*"
+        with self._lock:
+            return self.con.sql(f"SELECT {select} FROM {self._from(info)}").to_arrow_table()
 
     def verify_hash(self, ref: str | TableRef, expected: str | None = None) -> VersionInfo:
-        """Recompute a version's content hash from its files; raise if it differs."""
+        """Recompute a version's content hash from every file it reads; raise if it differs."""
         info = self.resolve(ref)
-        actual = file_sha256(self.path / f for f in info.files)
+        chain = (
+            [v for v in self.versions(info.name) if v.version <= info.version]
+            if info.mode == "append"
+            else [info]
+        )
+        recorded = [self._absolute(f) for v in chain for f in v.files]
+        listed = self.files(info.ref)
+        if sorted(listed) != sorted(recorded):
+            raise LakeError(
+                f"{info.ref}: the catalog reads {len(listed)} files but cascade recorded "
+                f"{len(recorded)}; the table was changed outside cascade"
+            )
+        actual = None
+        for v in chain:
+            hashes = [file_sha256([Path(self._absolute(f))]) for f in v.files]
+            actual = chain_hash(actual if info.mode == "append" else None, hashes)
         want = expected or info.content_hash
         if actual != want:
             raise LakeError(
-                f"{info.ref}: content hash {actual[:16]}... does not match expected {want[:16]}..."
+                f"{info.ref}: content hash {str(actual)[:16]}... does not match expected "
+                f"{want[:16]}..."
             )
         return info
 
-    def connect(self, query: str | None = None) -> duckdb.DuckDBPyConnection:
-        """An in-memory DuckDB connection with a view per table, `versions` and `drops`.
+    def _absolute(self, relative: str) -> str:
+        return self.data_path + relative
 
-        `name` is the latest version and `"name@N"` a pinned one; views scan Parquet lazily.
-        Given the query, only the pinned versions it mentions get views, so opening stays
-        cheap for append tables with thousands of versions.
+    def connect(self, query: str | None = None) -> duckdb.DuckDBPyConnection:
+        """A read-only DuckDB connection with a view per table, `versions` and `drops`.
+
+        `name` is the latest version and `"name@N"` a pinned one (time travel to its
+        snapshot). Given the query, only the pinned versions it mentions get views.
         """
-        con = duckdb.connect()
+        con = self._open(read_only=True)
+        con.execute("USE memory")
         infos = self._rows()
         by_name: dict[str, list[VersionInfo]] = {}
         for info in infos:
@@ -338,32 +586,41 @@ class Lake:
         pinned = None if query is None else set(_PINNED_REF.findall(query))
         for name, chain in by_name.items():
             for info in chain:
-                latest = info is chain[-1]
-                if not latest and pinned is not None and (name, str(info.version)) not in pinned:
+                if pinned is not None and (name, str(info.version)) not in pinned:
                     continue
-                if info.mode == "append":
-                    files = [f for v in chain if v.version <= info.version for f in v.files]
-                else:
-                    files = info.files
-                paths = [str(self.path / f) for f in files]
-                source = f"read_parquet({_sql_list(paths)}, union_by_name = true)"
-                con.execute(f'CREATE VIEW "{name}@{info.version}" AS SELECT * FROM {source}')
-            con.execute(f'CREATE VIEW "{name}" AS SELECT * FROM "{name}@{chain[-1].version}"')
-        with self._catalog() as cat:
-            arrow = cat.sql(
-                "SELECT name, version, kind, mode, rows, content_hash, parents, producer, "
-                "params, code_version, created_at, files, arrow_schema FROM versions "
-                "ORDER BY name, version"
-            ).to_arrow_table()
-        con.register("_versions_arrow", arrow)
+                con.execute(
+                    f'CREATE VIEW "{name}@{info.version}" AS SELECT * FROM {self._from(info)}'
+                )
+            con.execute(f'CREATE VIEW "{name}" AS SELECT * FROM {self._from(chain[-1])}')
+        versions = pa.Table.from_pylist(
+            [
+                {
+                    "name": v.name,
+                    "version": v.version,
+                    "kind": v.kind,
+                    "mode": v.mode,
+                    "rows": v.rows,
+                    "content_hash": v.content_hash,
+                    "parents": v.parents,
+                    "producer": v.producer,
+                    "params": json.dumps(v.params),
+                    "code_version": v.code_version,
+                    "build_id": v.build_id,
+                    "created_at": v.created_at,
+                    "snapshot_id": v.snapshot_id,
+                }
+                for v in infos
+            ],
+            schema=_VERSIONS_VIEW,
+        )
+        con.register("_versions_arrow", versions)
         con.execute("CREATE TABLE versions AS SELECT * FROM _versions_arrow")
         con.unregister("_versions_arrow")
         if "drops" not in by_name:
-            con.execute(
-                'CREATE VIEW drops AS SELECT NULL::VARCHAR AS "table", NULL::BIGINT AS version, '
-                "NULL::VARCHAR AS row_id, NULL::VARCHAR AS step, NULL::VARCHAR AS reason, "
-                "NULL::VARCHAR AS detail WHERE false"
-            )
+            from schemas.tables import DROPS
+
+            columns = ", ".join(f'NULL::{_duck_type(f.type)} AS "{f.name}"' for f in DROPS.schema)
+            con.execute(f"CREATE VIEW drops AS SELECT {columns} WHERE false")
         return con
 
     def sql(self, query: str) -> duckdb.DuckDBPyRelation:
@@ -383,154 +640,287 @@ class Lake:
         params: dict | None = None,
         mode: str = "snapshot",
         allow_empty: bool = False,
+        build_id: str | None = None,
     ) -> VersionInfo:
-        """Write a new version of `name` atomically and record it in the catalog.
+        """Write a new version of one table; see `commit_many`."""
+        write = TableWrite(
+            name,
+            data,
+            kind=kind,
+            mode=mode,
+            parents=list(parents or []),
+            producer=producer,
+            params=dict(params or {}),
+            allow_empty=allow_empty,
+        )
+        return self.commit_many([write], build_id=build_id)[0]
 
-        `data` may be a stream of record batches, so tables larger than memory can be
-        written. The schema is checked against the contract of `kind`. An empty table is
-        refused unless `allow_empty` (an empty version is almost always a mistake upstream).
+    def next_version(self, name: str) -> int:
+        """The version number the next commit of `name` will get (if nobody commits first)."""
+        rows = self._query(
+            f"SELECT max(version) FROM {ALIAS}.cascade_versions WHERE name = ?", [name]
+        )
+        return (rows[0][0] or 0) + 1
+
+    def commit_many(
+        self, writes: list[TableWrite], *, build_id: str | None = None
+    ) -> list[VersionInfo]:
+        """Commit new versions of several tables in one DuckLake transaction.
+
+        Data may be a stream of record batches, so tables larger than memory can be written.
+        Each schema is checked against its kind's contract. An empty version is refused
+        unless `allow_empty`. Either every version lands, or none does.
         """
-        TableRef.parse(name)
-        if mode not in MODES:
-            raise LakeError(f"mode must be one of {MODES}, got {mode!r}")
-        contract = contract_for(kind)
-        parents = list(parents or [])
-        params = dict(params or {})
-        table_dir = self.path / "tables" / name
-        table_dir.mkdir(parents=True, exist_ok=True)
-        staging = table_dir / f"_staging-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        staging.mkdir()
+        if self.read_only:
+            raise LakeError(f"lake {self.path} was opened read-only")
+        names = [w.name for w in writes]
+        if len(set(names)) != len(names):
+            raise LakeError(f"one commit writes each table once, got {names}")
+        for w in writes:
+            TableRef.parse(w.name)
+            if w.name.startswith(RESERVED_PREFIX):
+                raise LakeError(f"table names starting with {RESERVED_PREFIX!r} are reserved")
+            if w.mode not in MODES:
+                raise LakeError(f"mode must be one of {MODES}, got {w.mode!r}")
+        build_id = build_id or uuid.uuid4().hex
+        written: list[_Written] = []
         try:
-            files, rows, schema = self._write_files(data, staging, name, contract)
-            if rows == 0 and not allow_empty:
-                raise EmptyCommitError(f"refusing to commit an empty version of {name!r}")
-            with self._lock():
-                self._remove_orphans(table_dir)
-                existing = self.versions(name)
-                if existing and existing[-1].kind != kind:
-                    raise SchemaError(
-                        f"table {name!r} is of kind {existing[-1].kind!r}, cannot commit kind {kind!r}"
-                    )
-                if existing and existing[-1].mode != mode:
-                    raise LakeError(f"table {name!r} is {existing[-1].mode}-mode, not {mode!r}")
-                version = existing[-1].version + 1 if existing else 1
-                final = table_dir / f"v{version}-{uuid.uuid4().hex[:8]}"
-                content_hash = file_sha256(staging / f for f in files)
-                _test_pause("before_rename")
-                os.rename(staging, final)
-                _fsync_dir(table_dir)
-                _test_pause("after_rename")
-                rel = [str(final.relative_to(self.path) / f) for f in files]
-                info = VersionInfo(
-                    name=name,
-                    version=version,
-                    kind=kind,
-                    mode=mode,
-                    files=rel,
-                    rows=rows,
-                    content_hash=content_hash,
-                    schema=schema.to_string(show_schema_metadata=False),
-                    parents=parents,
-                    producer=producer,
-                    params=params,
-                    code_version=code_version(),
-                    created_at=datetime.now(UTC),
-                )
-                with self._catalog(write=True) as con:
-                    con.execute(
-                        "INSERT INTO versions VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        [
-                            info.name,
-                            info.version,
-                            info.kind,
-                            info.mode,
-                            info.files,
-                            info.rows,
-                            info.content_hash,
-                            info.schema,
-                            info.parents,
-                            info.producer,
-                            json.dumps(info.params, default=str),
-                            info.code_version,
-                            info.created_at,
-                        ],
-                    )
-                    con.execute("CHECKPOINT")
-                _test_pause("after_catalog")
-                return info
-        finally:
-            if staging.exists():
-                shutil.rmtree(staging, ignore_errors=True)
+            for w in writes:
+                item = self._write_files(w)
+                if item is not None:
+                    written.append(item)
+            _test_pause("before_commit")
+            infos = self._register(written, build_id)
+            _test_pause("after_commit")
+            return infos
+        except BaseException:
+            for item in written:
+                for f in item.files:
+                    _remove(self._absolute(f))
+            raise
 
-    def _write_files(
-        self,
-        data: pa.Table | pl.DataFrame | Iterable[pa.RecordBatch],
-        staging: Path,
-        name: str,
-        contract,
-    ) -> tuple[list[str], int, pa.Schema]:
+    def _write_files(self, write: TableWrite) -> _Written | None:
+        contract = contract_for(write.kind)
+        data = write.data() if callable(write.data) else write.data
+        table_dir = Path(self.data_path) / "main" / write.name
+        table_dir.mkdir(parents=True, exist_ok=True)
+        token = f"cascade-{uuid.uuid4().hex[:16]}"
         files: list[str] = []
         rows = 0
+        rows_in_file = 0
         schema: pa.Schema | None = None
         writer: pq.ParquetWriter | None = None
-        rows_in_file = 0
         try:
             for batch in _as_batches(data):
                 if schema is None:
                     schema = batch.schema.remove_metadata()
-                    contract.validate(schema, name)
+                    contract.validate(schema, write.name)
                 elif batch.schema.remove_metadata() != schema:
                     try:
                         batch = pa.Table.from_batches([batch]).cast(schema).to_batches()[0]
                     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, IndexError) as exc:
                         raise SchemaError(
-                            f"table {name!r}: batch schema changed mid-stream ({exc})"
+                            f"table {write.name!r}: batch schema changed mid-stream ({exc})"
                         ) from None
-                validate_non_null(pa.Table.from_batches([batch]), contract, name)
-                if batch.num_rows == 0 and rows > 0:
+                validate_non_null(pa.Table.from_batches([batch]), contract, write.name)
+                if batch.num_rows == 0:
                     continue
                 if writer is None or rows_in_file >= ROWS_PER_FILE:
                     if writer is not None:
                         writer.close()
-                    fname = f"part-{len(files):05d}.parquet"
-                    files.append(fname)
-                    writer = pq.ParquetWriter(staging / fname, schema, compression="zstd")
+                    rel = f"main/{write.name}/{token}-{len(files):05d}.parquet"
+                    files.append(rel)
+                    writer = pq.ParquetWriter(self._absolute(rel), schema, compression="zstd")
                     rows_in_file = 0
                 writer.write_batch(batch, row_group_size=128_000)
                 rows += batch.num_rows
                 rows_in_file += batch.num_rows
                 _test_pause("mid_write")
-        finally:
+        except BaseException:
             if writer is not None:
                 writer.close()
+            for f in files:
+                _remove(self._absolute(f))
+            raise
+        if writer is not None:
+            writer.close()
+        if rows == 0 and write.skip_if_empty:
+            return None
         if schema is None:
-            raise EmptyCommitError(f"refusing to commit {name!r}: no data was given")
-        for fname in files:
-            with open(staging / fname, "rb") as fh:
+            raise EmptyCommitError(f"refusing to commit {write.name!r}: no data was given")
+        if rows == 0 and not write.allow_empty:
+            raise EmptyCommitError(f"refusing to commit an empty version of {write.name!r}")
+        hashes = []
+        for f in files:
+            with open(self._absolute(f), "rb") as fh:
                 os.fsync(fh.fileno())
-        return files, rows, schema
+            hashes.append(file_sha256([Path(self._absolute(f))]))
+        return _Written(write, files, hashes, rows, schema)
 
-    def _remove_orphans(self, table_dir: Path) -> None:
-        """Delete staging and version folders no catalog row points at (left by a crash)."""
-        referenced = {Path(f).parts[2] for v in self.versions(table_dir.name) for f in v.files}
-        for child in table_dir.iterdir():
-            if child.is_dir() and child.name not in referenced:
-                if child.name.startswith("_staging-") and _pid_alive(child.name.split("-")[1]):
-                    continue  # another committer is still writing it
-                shutil.rmtree(child, ignore_errors=True)
+    def _register(self, written: list[_Written], build_id: str) -> list[VersionInfo]:
+        """Register written files and their versions in one transaction, retrying races."""
+        delay = 0.05
+        deadline = time.monotonic() + self.busy_timeout
+        while True:
+            with self._lock:
+                con = self.con
+                try:
+                    con.execute("BEGIN TRANSACTION")
+                    infos = [self._register_one(con, item, build_id) for item in written]
+                    extra = {"versions": {i.name: i.version for i in infos}, "build_id": build_id}
+                    con.execute(
+                        f"CALL {ALIAS}.set_commit_message('cascade', ?, extra_info => ?)",
+                        [_COMMIT_MESSAGE, json.dumps(extra)],
+                    )
+                    _test_pause("in_transaction")
+                    con.execute("COMMIT")
+                    self._snapshots.clear()
+                    return [self.resolve(i.ref) for i in infos]
+                except BaseException as exc:
+                    with contextlib.suppress(duckdb.Error):
+                        con.execute("ROLLBACK")
+                    # DuckLake may keep catalog state from the failed attempt: start afresh.
+                    self.close()
+                    if isinstance(exc, duckdb.Error) and _transient(exc):
+                        if time.monotonic() >= deadline:
+                            raise LakeBusyError(
+                                f"lake {self.path} is busy: other processes kept committing "
+                                f"for {self.busy_timeout:.0f}s; try again when they finish"
+                            ) from None
+                    else:
+                        raise
+            time.sleep(delay)
+            delay = min(delay * 2, 2.0)
+
+    def _register_one(
+        self, con: duckdb.DuckDBPyConnection, item: _Written, build_id: str
+    ) -> VersionInfo:
+        w = item.write
+        last = con.execute(
+            f"SELECT version, kind, mode, rows, content_hash FROM {ALIAS}.cascade_versions "
+            "WHERE name = ? ORDER BY version DESC LIMIT 1",
+            [w.name],
+        ).fetchone()
+        if last is not None and last[1] != w.kind:
+            raise SchemaError(
+                f"table {w.name!r} is of kind {last[1]!r}, cannot commit kind {w.kind!r}"
+            )
+        if last is not None and last[2] != w.mode:
+            raise LakeError(f"table {w.name!r} is {last[2]}-mode, not {w.mode!r}")
+        version = (last[0] if last else 0) + 1
+        if w.expect_version is not None and version != w.expect_version:
+            raise LakeConflictError(
+                f"{w.name}@{w.expect_version} was committed by another process while this one "
+                "ran; run it again"
+            )
+        table = f'{ALIAS}."{w.name}"'
+        first = _sql_str(self._absolute(item.files[0])) if item.files else None
+        if w.mode == "snapshot" or last is None:
+            if first:
+                con.execute(
+                    f"CREATE OR REPLACE TABLE {table} AS SELECT * FROM read_parquet({first}) "
+                    "LIMIT 0"
+                )
+            else:
+                columns = ", ".join(f'"{f.name}" {_duck_type(f.type)}' for f in item.schema)
+                con.execute(f"CREATE OR REPLACE TABLE {table} ({columns})")
+        for f in item.files:
+            con.execute("CALL ducklake_add_data_files(?, ?, ?)", [ALIAS, w.name, self._absolute(f)])
+        append = w.mode == "append" and last is not None
+        info = VersionInfo(
+            name=w.name,
+            version=version,
+            kind=w.kind,
+            mode=w.mode,
+            rows=item.rows + (last[3] if append else 0),
+            rows_added=item.rows,
+            files=item.files,
+            file_hashes=item.hashes,
+            content_hash=chain_hash(last[4] if append else None, item.hashes),
+            schema=item.schema.to_string(show_schema_metadata=False),
+            parents=list(w.parents),
+            producer=w.producer,
+            params=w.params,
+            code_version=code_version(),
+            build_id=build_id,
+            created_at=datetime.now(UTC),
+        )
+        con.execute(
+            f"INSERT INTO {ALIAS}.cascade_versions VALUES "
+            "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                info.name,
+                info.version,
+                info.kind,
+                info.mode,
+                info.rows,
+                info.rows_added,
+                info.files,
+                info.file_hashes,
+                info.content_hash,
+                info.schema,
+                info.parents,
+                info.producer,
+                json.dumps(info.params, default=str),
+                info.code_version,
+                info.build_id,
+                info.created_at,
+            ],
+        )
+        # Two writers of the same table must conflict even where DuckLake would merge their
+        # appends: both delete the table's head row.
+        con.execute(f"DELETE FROM {ALIAS}.cascade_heads WHERE name = ?", [w.name])
+        con.execute(f"INSERT INTO {ALIAS}.cascade_heads VALUES (?, ?)", [w.name, version])
+        return info
+
+    def remove_orphans(self, older_than: timedelta = timedelta(hours=24)) -> int:
+        """Delete data files no snapshot refers to (left by killed writers); returns the count.
+
+        Only files older than `older_than` go, so a commit in flight keeps its files.
+        """
+        cutoff = datetime.now(UTC) - older_than
+        with self._lock:
+            rows = self.con.execute(
+                "SELECT count(*) FROM ducklake_delete_orphaned_files(?, cleanup_all => false, "
+                "older_than => ?)",
+                [ALIAS, cutoff],
+            ).fetchall()
+        return int(rows[0][0]) if rows else 0
 
 
-def _pid_alive(pid: str) -> bool:
-    if not pid.isdigit():
-        return False
+_VERSIONS_VIEW = pa.schema(
+    [
+        ("name", pa.string()),
+        ("version", pa.int64()),
+        ("kind", pa.string()),
+        ("mode", pa.string()),
+        ("rows", pa.int64()),
+        ("content_hash", pa.string()),
+        ("parents", pa.list_(pa.string())),
+        ("producer", pa.string()),
+        ("params", pa.string()),
+        ("code_version", pa.string()),
+        ("build_id", pa.string()),
+        ("created_at", pa.timestamp("us", tz="UTC")),
+        ("snapshot_id", pa.int64()),
+    ]
+)
+
+
+def _duck_type(arrow_type: pa.DataType) -> str:
+    """The DuckDB type name of an Arrow type (for empty tables and typed NULLs)."""
+    con = duckdb.connect()
     try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        empty = pa.table({"x": pa.array([], type=arrow_type)})  # noqa: F841 (read by DuckDB)
+        return str(con.sql("SELECT * FROM empty").types[0])
+    finally:
+        con.close()
 
 
-def _sql_list(paths: list[str]) -> str:
-    return "[" + ", ".join("'" + p.replace("'", "''") + "'" for p in paths) + "]"
+def _remove(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.remove(path)
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())

@@ -58,6 +58,7 @@ class DatasetManifest(BaseModel):
     created_at: datetime
     code_version: str
     lake: str
+    build_id: str | None = Field(None, description="the build's id in the drops table")
     output: TablePin
     inputs: list[TablePin]
     drops: TablePin | None = None

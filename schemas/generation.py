@@ -4,7 +4,7 @@ A row is one sample of one teacher, for one prompt, in one mode, with one seed. 
 the fingerprint of everything that determines the sample (model, prompt messages, mode,
 how the mode was selected, sampling parameters, seed), so a re-run finds what it already
 has by id and computes only the rest. The response is stored raw and split into
-`reasoning` (the `<think>` part, null when there is none) and `answer` (the final answer),
+`reasoning` (the `<think>` part, null when there is none) and `final_answer` (the text after it),
 so SFT examples can be rendered later in the student's own chat template.
 """
 
@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from schemas.tables import TableContract, register_contract
 
-MODES = ("thinking", "non_thinking")
+MODES = ("think", "no_think")
 """Thinking mode answers with `<think>...</think>` reasoning first; non-thinking does not."""
 
 FINISH_REASONS = ("stop", "length")
@@ -39,7 +39,7 @@ GENERATIONS = TableContract(
             pa.field("messages", pa.string(), nullable=False),
             pa.field("response", pa.string(), nullable=False),
             pa.field("reasoning", pa.string()),
-            pa.field("answer", pa.string(), nullable=False),
+            pa.field("final_answer", pa.string(), nullable=False),
             pa.field("prompt_tokens", pa.int64(), nullable=False),
             pa.field("completion_tokens", pa.int64(), nullable=False),
             pa.field("finish_reason", pa.string(), nullable=False),
@@ -49,10 +49,10 @@ GENERATIONS = TableContract(
     description=(
         "One teacher sample per row. id: fingerprint of (model, messages, mode, mode_switch, "
         "sampling parameters, seed), the cache key. prompt_id: id of the input prompt. "
-        "mode: thinking | non_thinking; mode_switch: how it was selected (model | template | "
+        "mode: think | no_think; mode_switch: how it was selected (model | template | "
         "flag). top_k 0 means disabled. messages: the chat sent to the teacher (JSON list of "
         "{role, content}, before any mode flag was added). response: raw text; reasoning: the "
-        "<think> part (null if none); answer: text after </think> (all of it if no reasoning). "
+        "<think> part (null if none); final_answer: the text after </think> (all of it if no reasoning). "
         "truncated: cut at max_new_tokens (finish_reason 'length') or reasoning never closed."
     ),
 )

@@ -70,6 +70,7 @@ PROMPTS = TableContract(
     kind="prompts",
     schema=pa.schema(
         [
+            pa.field("uid", pa.string(), nullable=False),
             pa.field("id", pa.string(), nullable=False),
             pa.field("source", pa.string(), nullable=False),
             pa.field("source_id", pa.string(), nullable=False),
@@ -80,7 +81,9 @@ PROMPTS = TableContract(
         ]
     ),
     description=(
-        "One prompt per row. id is the hash of the normalized prompt text; answer is the "
+        "One prompt per row. uid is unique within a version and stable across versions "
+        "(`source:line` for ingested rows); source_id is the source's own id (which sources "
+        "often repeat); id is the hash of the normalized prompt text; answer is the "
         "reference answer as a string (null when the source has none); metadata is a JSON "
         "object with every source field not mapped to a column (tests, solutions, ...)."
     ),
@@ -90,18 +93,24 @@ DROPS = TableContract(
     kind="drops",
     schema=pa.schema(
         [
-            pa.field("table", pa.string(), nullable=False),
-            pa.field("version", pa.int64(), nullable=False),
-            pa.field("row_id", pa.string(), nullable=False),
+            pa.field("build_id", pa.string(), nullable=False),
+            pa.field("output_table", pa.string(), nullable=False),
+            pa.field("output_version", pa.int64(), nullable=False),
+            pa.field("input_table", pa.string()),
+            pa.field("input_version", pa.int64()),
+            pa.field("uid", pa.string(), nullable=False),
             pa.field("step", pa.string(), nullable=False),
             pa.field("reason", pa.string(), nullable=False),
             pa.field("detail", pa.string()),
         ]
     ),
     description=(
-        "Why each row was dropped: table and version the row was dropped from (the input of "
-        "the step), row id, the step, a short reason code and a JSON detail (which benchmark "
-        "item matched, which row it duplicates, which line was malformed, ...)."
+        "Why each row was dropped: the build (build_id) and the table version it produced "
+        "(output_table, output_version), the version the build read (input_table, "
+        "input_version; null for rows read from files), the row's uid, the step, a short "
+        "reason code and a JSON detail (which benchmark item matched, which row it duplicates, "
+        "which line was malformed, ...). `WHERE output_table = 'x' AND output_version = 3` "
+        "answers why a row is not in x@3."
     ),
 )
 

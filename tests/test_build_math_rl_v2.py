@@ -9,8 +9,9 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
+from builders import math_rl_v2
 from builders.runner import BuildError, build_dataset, parse_overrides
-from curation.demo import FILTER_CASES
+from builders.demo_corpus import FILTER_CASES
 from lake.catalog import Lake
 
 
@@ -18,7 +19,7 @@ from lake.catalog import Lake
 def demo_build(tmp_path_factory):
     root = tmp_path_factory.mktemp("demo")
     lake = Lake(root / "lake")
-    report = build_dataset(lake, "math_rl_v2", profile="demo", manifests_dir=root / "manifests")
+    report = build_dataset(lake, math_rl_v2, profile="demo", manifests_dir=root / "manifests")
     return lake, report
 
 
@@ -28,14 +29,16 @@ def _rows(lake: Lake) -> pl.DataFrame:
         pl.col("metadata").str.json_path_match("$.demo_case").alias("case"),
         pl.col("metadata").str.json_path_match("$.demo_of").alias("of"),
     )
-    kept = pl.from_arrow(lake.read("math_rl_v2", columns=["source_id"])).with_columns(
+    kept = pl.from_arrow(lake.read("math_rl_v2", columns=["uid"])).with_columns(
         pl.lit(True).alias("kept")
     )
-    drops = pl.from_arrow(lake.sql("SELECT step, reason, detail FROM drops").to_arrow_table())
-    drops = drops.with_columns(
-        pl.col("detail").str.json_path_match("$.row_source_id").alias("source_id")
+    drops = pl.from_arrow(
+        lake.sql(
+            "SELECT uid, step, reason, detail FROM drops "
+            "WHERE output_table = 'math_rl_v2' AND output_version = 1"
+        ).to_arrow_table()
     )
-    return sources.join(kept, on="source_id", how="left").join(drops, on="source_id", how="left")
+    return sources.join(kept, on="uid", how="left").join(drops, on="uid", how="left")
 
 
 def test_every_planted_case_is_caught_and_no_clean_row_dropped(demo_build) -> None:
@@ -56,12 +59,12 @@ def test_every_planted_case_is_caught_and_no_clean_row_dropped(demo_build) -> No
     assert set(contaminated["reason"]) == {"contaminated"}
     matched = contaminated["detail"].str.json_path_match("$.benchmark_id")
     assert (matched == contaminated["of"]).all()
-    ids = dict(zip(rows["source_id"], rows["id"], strict=True))
+    uids = dict(zip(rows["source_id"], rows["uid"], strict=True))
     dups = rows.filter(pl.col("case").is_in(["exact_dup", "near_dup"]))
     assert dups.height == 100
     assert set(dups["reason"]) <= {"exact_duplicate", "near_duplicate"}
     duplicate_of = dups["detail"].str.json_path_match("$.duplicate_of").to_list()
-    assert duplicate_of == [ids[o] for o in dups["of"]]  # points at the planted original
+    assert duplicate_of == [uids[o] for o in dups["of"]]  # points at the planted original
     assert (
         lake.resolve("math_rl_v2").rows
         == rows.filter(pl.col("case").is_in(["clean", "sibling"])).height
@@ -91,10 +94,24 @@ def test_manifest_records_funnel_hashes_and_benchmarks(demo_build) -> None:
     assert dropped == sum(sum(s["dropped"].values()) for s in manifest["funnel"])
 
 
+def test_one_where_answers_why_a_row_is_not_in_a_version(demo_build) -> None:
+    lake, report = demo_build
+    dropped = lake.sql(
+        "SELECT count(*), count(DISTINCT uid), min(build_id) = max(build_id) FROM drops "
+        "WHERE output_table = 'math_rl_v2' AND output_version = 1"
+    ).fetchall()[0]
+    sources = lake.resolve("math_rl_v2_sources").rows
+    assert dropped[0] == dropped[1] == sources - lake.resolve("math_rl_v2").rows
+    assert dropped[2] is True
+    assert report.manifest.build_id == lake.resolve("math_rl_v2").build_id
+    # The output and its drops committed together: one snapshot.
+    assert lake.resolve("drops").snapshot_id == lake.resolve("math_rl_v2").snapshot_id
+
+
 def test_rebuild_is_deterministic_and_a_new_version(tmp_path: Path) -> None:
     lake = Lake(tmp_path / "lake")
-    first = build_dataset(lake, "math_rl_v2", profile="demo", manifests_dir=tmp_path / "m")
-    second = build_dataset(lake, "math_rl_v2", profile="demo", manifests_dir=tmp_path / "m")
+    first = build_dataset(lake, math_rl_v2, profile="demo", manifests_dir=tmp_path / "m")
+    second = build_dataset(lake, math_rl_v2, profile="demo", manifests_dir=tmp_path / "m")
     assert (first.manifest.version, second.manifest.version) == (1, 2)
     assert first.manifest.output.content_hash == second.manifest.output.content_hash
     assert (tmp_path / "m/datasets/math_rl_v2/v2.json").exists()
@@ -111,9 +128,9 @@ def test_overrides_are_typed_and_checked() -> None:
 
 
 def test_cli_build_prints_the_funnel_and_sql_answers(tmp_path: Path) -> None:
-    from cli import _register, app
+    from cli.main import command_app
 
-    _register()
+    app = command_app()
     runner = CliRunner()
     lake = str(tmp_path / "lake")
     args = ["--lake", lake, "build", "dataset", "math_rl_v2", "--profile", "demo"]

@@ -11,9 +11,9 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from cli import _register, app
+from cli.main import command_app
 
-_register()
+app = command_app()
 runner = CliRunner()
 
 
@@ -59,7 +59,15 @@ def test_sql_formats(cli_lake) -> None:
 def test_bad_query_is_one_line_without_traceback(cli_lake) -> None:
     lake, _ = cli_lake
     proc = subprocess.run(
-        [sys.executable, "-c", "from cli import main; main()", "--lake", lake, "sql", "SELEC nope"],
+        [
+            sys.executable,
+            "-c",
+            "from cli.main import main; main()",
+            "--lake",
+            lake,
+            "sql",
+            "SELEC nope",
+        ],
         capture_output=True,
         text=True,
         cwd=Path(__file__).resolve().parents[1],
@@ -68,6 +76,7 @@ def test_bad_query_is_one_line_without_traceback(cli_lake) -> None:
     assert "Traceback" not in proc.stdout + proc.stderr
     lines = (proc.stdout + proc.stderr).strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: Parser Error")
+    assert proc.stderr.startswith("error:")  # errors go to stderr, results to stdout
 
 
 def test_lake_ls_log_show(cli_lake) -> None:
@@ -80,7 +89,7 @@ def test_lake_ls_log_show(cli_lake) -> None:
     assert show.exit_code == 0
     for text in (
         "rows:     20",
-        "sha256:",
+        "content_hash:",
         "problem: large_string",
         "producer: cascade ingest",
     ):
@@ -97,7 +106,7 @@ def test_ingest_errors_exit_nonzero_with_the_reason(cli_lake) -> None:
         [
             sys.executable,
             "-c",
-            "from cli import main; main()",
+            "from cli.main import main; main()",
             "--lake",
             lake,
             "ingest",
@@ -110,6 +119,6 @@ def test_ingest_errors_exit_nonzero_with_the_reason(cli_lake) -> None:
         cwd=Path(__file__).resolve().parents[1],
     )
     assert proc.returncode == 1
-    assert f"{bad}:2: malformed line" in proc.stdout and "Traceback" not in proc.stderr
+    assert f"{bad}:2: malformed line" in proc.stderr and "Traceback" not in proc.stderr
     skipped = invoke(lake, "ingest", str(bad), "--table", "b", "--on-error", "skip")
     assert skipped.exit_code == 0 and "skipped 1 malformed" in skipped.output

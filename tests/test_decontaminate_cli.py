@@ -9,9 +9,9 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from cli import _register, app
+from cli.main import command_app
 
-_register()
+app = command_app()
 runner = CliRunner()
 
 BENCH_ITEM = (
@@ -80,6 +80,7 @@ def test_lake_table_in_new_version_and_drops_out(files: Path) -> None:
     lake = Lake(lake_dir)
     rows = [json.loads(line) for line in (files / "in.jsonl").read_text().splitlines()]
     frame = pl.DataFrame(rows).with_columns(
+        uid="raw:" + pl.col("id"),
         source=pl.lit("test"),
         source_id=pl.col("id"),
         domain=pl.lit("math"),
@@ -98,9 +99,9 @@ def test_lake_table_in_new_version_and_drops_out(files: Path) -> None:
     assert pl.from_arrow(lake.read("clean"))["id"].to_list() == ["c0", "c1", "c2"]
     assert lake.resolve("clean").parents == ["raw@1"]
     drops = pl.from_arrow(lake.read("drops"))
-    assert drops.select("table", "version", "row_id", "step", "reason").rows() == [
-        ("raw", 1, "copy", "decontaminate", "contaminated")
-    ]
+    assert drops.select(
+        "output_table", "output_version", "input_table", "input_version", "uid", "step", "reason"
+    ).rows() == [("clean", 1, "raw", 1, "raw:copy", "decontaminate", "contaminated")]
     assert json.loads(drops["detail"][0])["benchmark"] == "marbles"
 
 
@@ -110,6 +111,19 @@ def test_lake_table_in_new_version_and_drops_out(files: Path) -> None:
         (["--benchmarks", "x", "--out", "o.jsonl"], "give exactly one of --input FILE or --table"),
         (["--input", "nope.jsonl", "--benchmarks", "x", "--out", "o.jsonl"], "does not exist"),
         (["--input", "{in}", "--benchmarks", "nosuch", "--out", "o.jsonl"], "unknown benchmark"),
+        (
+            [
+                "--input",
+                "{in}",
+                "--benchmarks",
+                "aime24",
+                "--benchmark-dir",
+                "/no/dir",
+                "--out",
+                "o.jsonl",
+            ],
+            "--benchmark-dir /no/dir: no such directory",
+        ),
         (["--input", "{in}", "--benchmarks", "{b}", "--out", "o.txt"], "unsupported output"),
         (["--input", "{in}", "--benchmarks", "{b}", "--out", "o.jsonl", "--rule", "x"], "--rule"),
         (["--input", "{bad}", "--benchmarks", "{b}", "--out", "o.jsonl"], "bad.jsonl:2: invalid"),

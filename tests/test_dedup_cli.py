@@ -8,10 +8,10 @@ from pathlib import Path
 import polars as pl
 from typer.testing import CliRunner
 
-from cli import _register, app
+from cli.main import command_app
 
 SOURCES = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "sources"
-_register()
+app = command_app()
 
 
 def _rows() -> list[dict]:
@@ -66,6 +66,7 @@ def test_dedup_lake_table_commits_kept_rows_and_drops(tmp_path: Path) -> None:
     rows = _rows()
     df = pl.DataFrame(
         {
+            "uid": [f"math_train:{i}" for i in range(len(rows))],
             "id": [f"p{i}" for i in range(len(rows))],
             "source": ["math_train"] * len(rows),
             "source_id": [str(i) for i in range(len(rows))],
@@ -81,8 +82,14 @@ def test_dedup_lake_table_commits_kept_rows_and_drops(tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     assert lake.read("deduped").num_rows == 40
-    drops = lake.sql("select step, reason, detail from drops order by row_id").pl()
+    drops = lake.sql(
+        "select step, reason, detail from drops "
+        "where output_table = 'deduped' and output_version = 1 and input_table = 'raw' "
+        "order by uid"
+    ).pl()
     assert drops.get_column("step").to_list() == ["exact_dedup", "near_dedup", "exact_dedup"]
     detail = json.loads(drops.get_column("detail")[1])
-    assert detail["duplicate_of"] == "p5" and detail["cluster_id"] == "near:p5"
+    # Rows are named by uid (unique), not by the prompt hash that exact copies share.
+    assert detail["duplicate_of"] == "math_train:5"
+    assert detail["cluster_id"] == "near:math_train:5"
     assert 0.6 <= detail["jaccard_estimate"] <= 1.0

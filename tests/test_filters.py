@@ -464,11 +464,9 @@ def test_rule_order_decides_the_reason(mixed):
 
 def test_dropped_rows_become_drops_with_evidence(mixed):
     result = filter_math_rl_prompts(mixed)
-    drops = drop_rows(
-        result.dropped, input_columns=mixed.columns, table="prompts", version=3, step="filters"
-    )
+    drops = drop_rows(result.dropped, input_columns=mixed.columns, step="filters", key="id")
     assert drops.height == result.dropped.height
-    detail = {row["row_id"]: json.loads(row["detail"]) for row in drops.iter_rows(named=True)}
+    detail = {row["uid"]: json.loads(row["detail"]) for row in drops.iter_rows(named=True)}
     assert detail["math_train-622"]["evidence"] == "shown in red"
     assert detail["math_train-2164"]["flagged_by"] == ["multiple_choice"]
 

@@ -120,31 +120,31 @@ def test_trained_teacher_responses_split_into_reasoning_and_answer(
         teacher=Teacher(trained_teacher),
         backend="hf",
         backend_options={"batch_size": 8, "num_threads": 1},
-        modes=["thinking", "non_thinking"],
+        modes=["think", "no_think"],
         k=2,
         sampling=Sampling(max_new_tokens=64, temperature=0.7),
         show_progress=False,
     )
     assert report.generated == 24
     rows = lake.read("gens").to_pylist()
-    thinking = [r for r in rows if r["mode"] == "thinking"]
-    plain = [r for r in rows if r["mode"] == "non_thinking"]
+    thinking = [r for r in rows if r["mode"] == "think"]
+    plain = [r for r in rows if r["mode"] == "no_think"]
     # The teacher learned the response shape (not its content): the split follows its text.
     for row in thinking:
         body = row["response"].lstrip()
         if body.startswith("<think>") and "</think>" in body:
             reasoning, answer = body[len("<think>") :].split("</think>", 1)
             assert row["reasoning"] == (reasoning.strip() or None)
-            assert row["answer"] == answer.strip()
+            assert row["final_answer"] == answer.strip()
         elif body.startswith("<think>"):
-            assert row["answer"] == "" and row["truncated"]
+            assert row["final_answer"] == "" and row["truncated"]
     assert any(r["reasoning"] and not r["truncated"] for r in thinking), thinking
     # Non-thinking: the template pre-filled an empty think block, so unless the model opened
     # another one itself, there is no reasoning and the whole response is the answer.
     for row in plain:
         if "<think>" not in row["response"] and "</think>" not in row["response"]:
-            assert row["reasoning"] is None and row["answer"] == row["response"].strip()
-    assert any(r["reasoning"] is None and r["answer"] for r in plain)
+            assert row["reasoning"] is None and row["final_answer"] == row["response"].strip()
+    assert any(r["reasoning"] is None and r["final_answer"] for r in plain)
     assert any(r["finish_reason"] == "stop" for r in rows)
     for row in rows:
         if row["finish_reason"] == "length":
@@ -159,7 +159,7 @@ def test_generate_to_lake_caches_by_fingerprint(tmp_path: Path, random_teacher: 
         teacher=Teacher(random_teacher),
         backend="hf",
         backend_options={"batch_size": 4, "num_threads": 1},
-        modes=["thinking", "non_thinking"],
+        modes=["think", "no_think"],
         sampling=Sampling(max_new_tokens=5, temperature=1.0),
         show_progress=False,
         chunk_size=4,
@@ -171,7 +171,7 @@ def test_generate_to_lake_caches_by_fingerprint(tmp_path: Path, random_teacher: 
     GENERATIONS.validate(table.schema, "gens")
     rows = table.to_pylist()
     assert sorted((r["mode"], r["sample_index"], r["seed"]) for r in rows) == sorted(
-        (m, i, i) for _ in range(3) for m in ("thinking", "non_thinking") for i in range(2)
+        (m, i, i) for _ in range(3) for m in ("think", "no_think") for i in range(2)
     )
     assert {r["prompt_id"] for r in rows} == {p for p, _ in prompts}
     assert all(r["truncated"] == (r["finish_reason"] == "length") for r in rows)
@@ -198,10 +198,10 @@ def test_reasoning_opened_by_the_template_is_stored_as_reasoning(tmp_path: Path)
         lake,
         prompts_from_records(math_rows(2), origin="m"),
         output="gens",
-        teacher=Teacher(r1, switch="model", non_thinking_model=r1),
+        teacher=Teacher(r1, switch="model", no_think_model=r1),
         backend="hf",
         backend_options={"num_threads": 1},
-        modes=["thinking"],
+        modes=["think"],
         k=1,
         sampling=Sampling(max_new_tokens=4, temperature=1.0),
         show_progress=False,
@@ -211,7 +211,7 @@ def test_reasoning_opened_by_the_template_is_stored_as_reasoning(tmp_path: Path)
         if "</think>" in row["response"]:
             continue  # the random model happened to close it
         assert row["reasoning"] == (row["response"].strip() or None)
-        assert row["answer"] == "" and row["truncated"]
+        assert row["final_answer"] == "" and row["truncated"]
 
 
 def test_missing_model_directory_is_named(tmp_path: Path) -> None:

@@ -184,7 +184,7 @@ def test_samples_over_http_equal_in_process_samples(
     common = dict(
         output="gens",
         teacher=Teacher(teacher_path),
-        modes=["thinking", "non_thinking"],
+        modes=["think", "no_think"],
         k=2,
         sampling=Sampling(max_new_tokens=8, temperature=0.9, top_p=0.9, top_k=40),
         seed=11,

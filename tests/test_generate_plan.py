@@ -74,40 +74,40 @@ CHAT = ({"role": "system", "content": "Be brief."}, {"role": "user", "content": 
 def test_flag_switch_marks_every_user_turn() -> None:
     teacher = Teacher("m", switch="flag")
     chat = (*CHAT, {"role": "assistant", "content": "4"}, {"role": "user", "content": "3+3?"})
-    sent = teacher.messages_for(chat, "non_thinking")
+    sent = teacher.messages_for(chat, "no_think")
     assert [m["content"] for m in sent] == ["Be brief.", "2+2? /no_think", "4", "3+3? /no_think"]
-    assert teacher.messages_for(chat, "thinking")[1]["content"] == "2+2? /think"
-    assert teacher.template_kwargs_for("thinking") == {}
+    assert teacher.messages_for(chat, "think")[1]["content"] == "2+2? /think"
+    assert teacher.template_kwargs_for("think") == {}
 
 
 def test_template_and_model_switches() -> None:
     qwen = Teacher("qwen3", switch="template")
-    assert qwen.template_kwargs_for("non_thinking") == {"enable_thinking": False}
-    assert qwen.messages_for(CHAT, "non_thinking") == CHAT
-    pair = Teacher("r1", switch="model", non_thinking_model="v3")
-    assert (pair.model_for("thinking"), pair.model_for("non_thinking")) == ("r1", "v3")
+    assert qwen.template_kwargs_for("no_think") == {"enable_thinking": False}
+    assert qwen.messages_for(CHAT, "no_think") == CHAT
+    pair = Teacher("r1", switch="model", no_think_model="v3")
+    assert (pair.model_for("think"), pair.model_for("no_think")) == ("r1", "v3")
     with pytest.raises(ValueError, match="non-thinking model"):
         Teacher("r1", switch="model")
     with pytest.raises(ValueError, match="non-thinking model"):
-        Teacher("r1", switch="flag", non_thinking_model="v3")
+        Teacher("r1", switch="flag", no_think_model="v3")
 
 
 def test_plan_jobs_seeds_fingerprints_and_parallel_modes() -> None:
     sampling = Sampling(max_new_tokens=64, temperature=0.6, top_p=0.95, top_k=20)
     prompts = [("p1", CHAT), ("p2", ({"role": "user", "content": "3+3?"},))]
     jobs = plan_jobs(
-        prompts, Teacher("m"), modes=["thinking", "non_thinking"], k=3, sampling=sampling, seed=7
+        prompts, Teacher("m"), modes=["think", "no_think"], k=3, sampling=sampling, seed=7
     )
     assert len(jobs) == 2 * 2 * 3
     assert [j.request.seed for j in jobs[:3]] == [7, 8, 9]
     assert len({j.request.key for j in jobs}) == len(jobs)
     assert {(j.prompt_id, j.mode) for j in jobs} == {
-        (p, m) for p in ("p1", "p2") for m in ("thinking", "non_thinking")
+        (p, m) for p in ("p1", "p2") for m in ("think", "no_think")
     }
     # The stored messages are the chat before any mode flag; keys are stable across plans.
     assert json.loads(jobs[0].messages_json) == list(CHAT)
     again = plan_jobs(
-        prompts, Teacher("m"), modes=["thinking", "non_thinking"], k=3, sampling=sampling, seed=7
+        prompts, Teacher("m"), modes=["think", "no_think"], k=3, sampling=sampling, seed=7
     )
     assert [j.request.key for j in again] == [j.request.key for j in jobs]
 
@@ -135,7 +135,7 @@ def test_fingerprint_changes_with_each_input(change: dict) -> None:
         job = plan_jobs(
             args["prompts"],
             args["teacher"],
-            modes=["thinking"],
+            modes=["think"],
             k=1,
             sampling=args["sampling"],
             seed=args["seed"],
@@ -147,8 +147,8 @@ def test_fingerprint_changes_with_each_input(change: dict) -> None:
 
 def test_fingerprint_ignores_prompt_id() -> None:
     chat = ({"role": "user", "content": "2+2?"},)
-    one = plan_jobs([("a", chat)], Teacher("m"), modes=["thinking"], k=1, sampling=Sampling())
-    two = plan_jobs([("b", chat)], Teacher("m"), modes=["thinking"], k=1, sampling=Sampling())
+    one = plan_jobs([("a", chat)], Teacher("m"), modes=["think"], k=1, sampling=Sampling())
+    two = plan_jobs([("b", chat)], Teacher("m"), modes=["think"], k=1, sampling=Sampling())
     assert one[0].request.key == two[0].request.key
 
 
@@ -160,7 +160,7 @@ def test_sampling_rejects_bad_values() -> None:
 
 def test_seed_runs_group_consecutive_seeds_for_vllm() -> None:
     sampling = Sampling(max_new_tokens=8)
-    jobs = plan_jobs([("p", CHAT)], Teacher("m"), modes=["thinking"], k=6, sampling=sampling)
+    jobs = plan_jobs([("p", CHAT)], Teacher("m"), modes=["think"], k=6, sampling=sampling)
     missing = [j.request for j in jobs if j.sample_index not in (2,)]  # sample 2 was cached
     runs = seed_runs(list(reversed(missing)))
     assert sorted([r.seed for r in run] for run in runs) == [[0, 1], [3, 4, 5]]

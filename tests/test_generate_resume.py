@@ -26,7 +26,7 @@ TOTAL = PROMPTS * K * 2  # both modes
 
 
 def cascade(*args: str) -> list[str]:
-    return [sys.executable, "-c", "from cli import main; main()", *args]
+    return [sys.executable, "-c", "from cli.main import main; main()", *args]
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +86,7 @@ def test_killed_run_resumes_with_only_the_missing_generations(
     generate_to_lake(
         reference, prompts_from_records(records, origin=str(prompts)), output="gens",
         teacher=Teacher(teacher), backend="hf",
-        backend_options={"batch_size": 8, "num_threads": 1}, modes=["thinking", "non_thinking"],
+        backend_options={"batch_size": 8, "num_threads": 1}, modes=["think", "no_think"],
         k=K, sampling=Sampling(max_new_tokens=24, temperature=1.0), seed=3, show_progress=False,
     )  # fmt: skip
     want = {r["id"]: r["response"] for r in reference.read("gens").to_pylist()}
@@ -100,7 +100,7 @@ def test_cli_names_the_bad_line(setup: tuple[Path, str, Path]) -> None:
     args = generate_args(base / "lake_bad", teacher, bad)
     result = subprocess.run(cascade(*args), cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 1
-    assert f"{bad}:2: no chat to send: field 'problem' is missing" in result.stdout
+    assert f"{bad}:2: no chat to send: field 'problem' is missing" in result.stderr
     assert "Traceback" not in result.stdout + result.stderr
 
 
@@ -110,13 +110,14 @@ def test_cli_reads_a_lake_table_and_records_lineage(
     import pyarrow as pa
     from typer.testing import CliRunner
 
-    from cli import _register, app
+    from cli.main import command_app
 
     _, teacher, prompts = setup
     records = [json.loads(line) for line in prompts.read_text().splitlines()[:3]]
     lake = Lake(tmp_path / "lake")
     table = pa.table(
         {
+            "uid": [f"math_train:{i}" for i in range(3)],
             "id": [f"p{i}" for i in range(3)],
             "source": ["math_train"] * 3,
             "source_id": [str(i) for i in range(3)],
@@ -127,7 +128,7 @@ def test_cli_reads_a_lake_table_and_records_lineage(
         }
     )
     lake.commit("prompts", table, kind="prompts")
-    _register()
+    app = command_app()
     args = [
         "--lake", str(tmp_path / "lake"), "generate", "--input", "prompts", "--model", teacher,
         "--out", "gens", "--mode", "both", "--mode-switch", "flag", "--max-new-tokens", "4",
@@ -141,8 +142,8 @@ def test_cli_reads_a_lake_table_and_records_lineage(
     info = lake.resolve("gens")
     assert info.parents == ["prompts@1"] and info.kind == "generations"
     assert info.params["mode_switch"] == "flag" and info.params["modes"] == [
-        "thinking",
-        "non_thinking",
+        "think",
+        "no_think",
     ]
     rows = lake.read("gens").to_pylist()
     assert sorted(r["prompt_id"] for r in rows) == ["p0", "p0", "p1", "p1", "p2", "p2"]

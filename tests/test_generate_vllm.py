@@ -22,7 +22,7 @@ CHAT = ({"role": "user", "content": "What is 2+2?"},)
 
 def test_sampling_params_carry_n_seed_and_limits() -> None:
     sampling = Sampling(max_new_tokens=32, temperature=0.6, top_p=0.95, top_k=0)
-    jobs = plan_jobs([("p", CHAT)], Teacher("m"), modes=["thinking"], k=4, sampling=sampling,
+    jobs = plan_jobs([("p", CHAT)], Teacher("m"), modes=["think"], k=4, sampling=sampling,
                      seed=10)  # fmt: skip
     (run,) = seed_runs([j.request for j in jobs])
     params = sampling_params_for(run)
@@ -44,7 +44,7 @@ def test_end_to_end_on_a_gpu(tmp_path: Path) -> None:
     model = str(build_tiny_teacher(tmp_path / "teacher", corpus))
     backend = VllmBackend(model, max_model_len=1024, gpu_memory_utilization=0.3)
     sampling = Sampling(max_new_tokens=8, temperature=1.0)
-    jobs = plan_jobs([("p", CHAT)], Teacher(model), modes=["thinking"], k=3, sampling=sampling)
+    jobs = plan_jobs([("p", CHAT)], Teacher(model), modes=["think"], k=3, sampling=sampling)
     done = {c.key: c for c in backend.generate([j.request for j in jobs])}
     assert set(done) == {j.request.key for j in jobs}
     assert all(c.completion_tokens <= 8 and c.finish_reason in ("stop", "length")

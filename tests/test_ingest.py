@@ -129,13 +129,21 @@ def test_on_error_skip_records_each_bad_line_in_drops(lake: Lake, tmp_path: Path
     path.write_text('{"problem": "ok?"}\n\n{"problem": "fine?"}\n{"problem": broken}\n[1, 2]\n')
     report = ingest(lake, [str(path)], "raw", on_error="skip")
     assert report.version.rows == 2
-    drops = lake.sql("SELECT row_id, reason, step, version FROM drops ORDER BY row_id").fetchall()
+    drops = lake.sql(
+        "SELECT uid, reason, step, output_table, output_version, input_table FROM drops "
+        "ORDER BY uid"
+    ).fetchall()
     assert drops == [
-        (f"{path}:4", "malformed", "ingest", 1),
-        (f"{path}:5", "malformed", "ingest", 1),
+        ("bad:4", "malformed", "ingest", "raw", 1, None),
+        ("bad:5", "malformed", "ingest", "raw", 1, None),
     ]
-    detail = json.loads(lake.sql("SELECT detail FROM drops ORDER BY row_id").fetchall()[1][0])
+    detail = json.loads(lake.sql("SELECT detail FROM drops ORDER BY uid").fetchall()[1][0])
     assert detail["line"] == 5 and "expected a JSON object" in detail["error"]
+    assert detail["file"] == str(path)
+    # The rows and their drops landed in one commit: one build id, one snapshot.
+    assert report.drops_version is not None
+    assert report.drops_version.build_id == report.version.build_id
+    assert report.drops_version.snapshot_id == report.version.snapshot_id
 
 
 def test_bad_json_array_csv_and_empty_inputs(lake: Lake, tmp_path: Path) -> None:
@@ -201,3 +209,37 @@ def test_all_shared_sources_line_counts_match(shared_data: Path) -> None:
     for name, (_, _, rows) in SOURCES.items():
         lines = [x for x in (shared_data / "sources" / name).read_text().split("\n") if x.strip()]
         assert len(lines) == rows, name
+
+
+def test_rows_get_unique_uids_and_keep_the_sources_own_ids(lake: Lake, shared_data: Path) -> None:
+    # MATH train and historic AIME repeat ids (8,449 rows, 8,160 distinct source ids).
+    paths = [str(shared_data / "sources" / n) for n in ("math_train.jsonl", "aime_1983_2023.jsonl")]
+    ingest(lake, paths, "math_aime")
+    stats = lake.sql(
+        "SELECT count(*), count(DISTINCT uid), count(DISTINCT source_id) FROM math_aime"
+    ).fetchall()[0]
+    assert stats[0] == 8449 and stats[1] == 8449 and stats[2] < 8449
+    assert lake.sql(
+        "SELECT uid FROM math_aime WHERE source = 'aime_1983_2023' LIMIT 1"
+    ).fetchall() == [("aime_1983_2023:1",)]
+
+
+def test_nested_fields_of_different_shapes_round_trip_exactly(lake: Lake, tmp_path: Path) -> None:
+    rows = [
+        {"problem": "a?", "tests": {"functional": "assert f(1) == 2"}, "kwargs": [{"n": 3}]},
+        {"problem": "b?", "tests": [{"input": "1", "output": "2"}], "kwargs": [{"x": "y"}, {}]},
+        {"problem": "c?", "kwargs": [None, {"n": 1, "m": [1, 2]}]},
+    ]
+    ingest(lake, [str(write_jsonl(tmp_path / "n.jsonl", rows))], "nested")
+    metadata = [json.loads(m) for m in lake.read("nested")["metadata"].to_pylist()]
+    assert metadata == [{k: v for k, v in r.items() if k != "problem"} for r in rows]
+
+
+def test_lake_tables_are_sources_too(lake: Lake, tmp_path: Path) -> None:
+    ingest(lake, [str(write_jsonl(tmp_path / "a.jsonl", ROWS))], "first")
+    report = ingest(lake, ["first@1", str(write_jsonl(tmp_path / "b.jsonl", ROWS[:1]))], "both")
+    frame = pl.from_arrow(lake.read("both"))
+    assert frame["uid"].to_list() == ["a:1", "a:2", "a:3", "b:1"]
+    assert report.version.parents == ["first@1"]
+    with pytest.raises(IngestError, match="same source is given twice"):
+        ingest(lake, ["first@1", "first@1"], "again")

@@ -1,19 +1,25 @@
-"""The lake: commits, pinned vs latest reads, schemas, atomicity under kill -9, concurrency."""
+"""The lake on DuckLake: versions, hashes over every file, atomicity under kill -9,
+concurrency (readers never wait, writers retry), plain DuckDB clients, migration."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+from datetime import timedelta
 from pathlib import Path
 
+import duckdb
 import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
-from lake.catalog import Lake, LakeBusyError, LakeError
+from lake.catalog import Lake, LakeBusyError, LakeError, TableWrite
 from schemas.tables import SchemaError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def prompts(n: int, start: int = 0) -> pl.DataFrame:
     return pl.DataFrame(
         {
+            "uid": [f"t:{i}" for i in range(start, start + n)],
             "id": [f"id{i}" for i in range(start, start + n)],
             "source": ["t"] * n,
             "source_id": [str(i) for i in range(start, start + n)],
@@ -33,10 +40,28 @@ def prompts(n: int, start: int = 0) -> pl.DataFrame:
     )
 
 
+def drops(uids: list[str], output_version: int = 1) -> pl.DataFrame:
+    n = len(uids)
+    return pl.DataFrame(
+        {
+            "build_id": ["b"] * n,
+            "output_table": ["p"] * n,
+            "output_version": [output_version] * n,
+            "input_table": ["src"] * n,
+            "input_version": [1] * n,
+            "uid": uids,
+            "step": ["s"] * n,
+            "reason": ["r"] * n,
+            "detail": ["{}"] * n,
+        }
+    )
+
+
 def test_pinned_and_latest_reads(lake: Lake) -> None:
     v1 = lake.commit("p", prompts(3), kind="prompts", producer="test")
     v2 = lake.commit("p", prompts(5), kind="prompts", parents=[v1.ref], producer="test")
     assert (v1.version, v2.version) == (1, 2)
+    assert v2.snapshot_id > v1.snapshot_id
     assert lake.read("p").num_rows == 5
     assert lake.read("p@1").num_rows == 3
     assert lake.sql('SELECT count(*) FROM "p@1"').fetchall()[0] == (3,)
@@ -51,36 +76,70 @@ def test_pinned_and_latest_reads(lake: Lake) -> None:
         lake.resolve("q")
 
 
-def test_content_hash_is_over_the_files_and_detects_tampering(lake: Lake) -> None:
+def test_data_lives_in_ducklake_parquet_files(lake: Lake) -> None:
+    info = lake.commit("p", prompts(4), kind="prompts")
+    files = lake.files(info.ref)
+    assert len(files) == 1 and files[0].endswith(".parquet")
+    assert pq.read_table(files[0]).num_rows == 4
+    assert (lake.path / "catalog.sqlite").is_file()
+    changes = lake.con.sql(
+        "SELECT changes FROM lake.snapshots() ORDER BY snapshot_id DESC"
+    ).fetchone()
+    assert "main.p" in json.dumps(changes[0], default=str)
+
+
+def test_content_hash_covers_every_file_a_version_reads(lake: Lake) -> None:
     v1 = lake.commit("p", prompts(10), kind="prompts")
     again = lake.commit("p", prompts(10), kind="prompts")
     assert v1.content_hash == again.content_hash  # same data, same bytes, same hash
     assert lake.verify_hash("p@1").content_hash == v1.content_hash
-    (lake.path / v1.files[0]).write_bytes(b"not parquet")
+    # Append mode: version 2 reads version 1's file too, so tampering with that older file
+    # must make version 2's check fail, not only version 1's.
+    d1 = lake.commit("drops", drops(["a"]), kind="drops", mode="append")
+    d2 = lake.commit("drops", drops(["b"]), kind="drops", mode="append")
+    assert d2.content_hash != d1.content_hash
+    lake.verify_hash("drops@2")
+    older = lake.files("drops@1")[0]
+    table = pq.read_table(older)
+    pq.write_table(table.set_column(5, "uid", pa.array(["z"])), older)
+    with pytest.raises(LakeError, match="does not match"):
+        lake.verify_hash("drops@2")
+    Path(lake.files("p@1")[0]).write_bytes(b"not parquet")
     with pytest.raises(LakeError, match="does not match"):
         lake.verify_hash("p@1")
 
 
-def test_append_mode_reads_the_union_of_increments(lake: Lake) -> None:
-    drops = pl.DataFrame(
-        {
-            "table": ["p"],
-            "version": [1],
-            "row_id": ["a"],
-            "step": ["s"],
-            "reason": ["r"],
-            "detail": ["{}"],
-        }
-    )
-    lake.commit("drops", drops, kind="drops", mode="append")
-    lake.commit(
-        "drops", drops.with_columns(pl.lit("b").alias("row_id")), kind="drops", mode="append"
-    )
+def test_append_mode_reads_the_union_and_counts_agree(lake: Lake) -> None:
+    lake.commit("drops", drops(["a"]), kind="drops", mode="append")
+    lake.commit("drops", drops(["b", "c"]), kind="drops", mode="append")
     assert lake.read("drops@1").num_rows == 1
-    assert lake.read("drops").num_rows == 2
-    assert lake.sql("SELECT count(*) FROM drops").fetchall()[0] == (2,)
+    assert lake.read("drops").num_rows == 3
+    assert lake.resolve("drops").rows == 3  # what `lake ls` shows
+    assert lake.sql('SELECT count(*) FROM "drops@2"').fetchall()[0] == (3,)
     with pytest.raises(LakeError, match="append-mode"):
-        lake.commit("drops", drops, kind="drops")
+        lake.commit("drops", drops(["d"]), kind="drops")
+
+
+def test_several_tables_commit_in_one_transaction(lake: Lake) -> None:
+    out, dropped = lake.commit_many(
+        [
+            TableWrite("p", prompts(2), kind="prompts"),
+            TableWrite("drops", drops(["t:9"]), kind="drops", mode="append"),
+        ],
+        build_id="build-1",
+    )
+    assert out.snapshot_id == dropped.snapshot_id
+    assert out.build_id == dropped.build_id == "build-1"
+    # A failing write anywhere in the list commits nothing.
+    with pytest.raises(SchemaError):
+        lake.commit_many(
+            [
+                TableWrite("p", prompts(3), kind="prompts"),
+                TableWrite("drops", prompts(1), kind="drops", mode="append"),
+            ]
+        )
+    assert [v.version for v in lake.versions("p")] == [1]
+    assert lake.read("drops").num_rows == 1
 
 
 def test_schema_errors_name_the_column(lake: Lake) -> None:
@@ -96,14 +155,17 @@ def test_schema_errors_name_the_column(lake: Lake) -> None:
     with pytest.raises(SchemaError, match="is of kind 'prompts'"):
         lake.commit("p", prompts(2), kind="generic")
     assert [v.version for v in lake.versions("p")] == [1]
-    assert not any(d.name.startswith("_staging") for d in (lake.path / "tables" / "p").iterdir())
+    # Failed commits leave no files behind.
+    assert len(list((Path(lake.data_path) / "main" / "p").iterdir())) == 1
 
 
-def test_empty_and_bad_names_are_refused(lake: Lake) -> None:
+def test_empty_bad_and_reserved_names_are_refused(lake: Lake) -> None:
     with pytest.raises(LakeError, match="empty version"):
         lake.commit("p", prompts(0), kind="prompts")
     with pytest.raises(LakeError, match="invalid table name"):
         lake.commit("bad-name", prompts(1), kind="prompts")
+    with pytest.raises(LakeError, match="reserved"):
+        lake.commit("cascade_versions", prompts(1), kind="prompts")
     assert lake.tables() == []
 
 
@@ -114,6 +176,41 @@ def test_streamed_commit_of_many_batches(lake: Lake) -> None:
     assert lake.sql("SELECT count(DISTINCT id) FROM big").fetchall()[0] == (30_000,)
 
 
+def test_missing_and_old_format_lakes_get_one_sentence(tmp_path: Path) -> None:
+    with pytest.raises(LakeError, match="no lake at"):
+        Lake(tmp_path / "nowhere", create=False)
+    assert not (tmp_path / "nowhere").exists()
+    old = tmp_path / "old"
+    old.mkdir()
+    duckdb.connect(str(old / "catalog.duckdb")).close()
+    with pytest.raises(LakeError, match="cascade lake migrate"):
+        Lake(old)
+
+
+def test_a_plain_duckdb_client_opens_the_lake_and_time_travels(lake: Lake) -> None:
+    v1 = lake.commit("p", prompts(3), kind="prompts")
+    lake.commit("p", prompts(7), kind="prompts")
+    script = ";\n".join(lake.attach_statements()) + ";\nUSE lake;"
+    code = textwrap.dedent(
+        f"""
+        import duckdb, sys
+        con = duckdb.connect()
+        for statement in sys.stdin.read().split(";\\n"):
+            if statement.strip():
+                con.execute(statement)
+        print(con.sql("SELECT count(*) FROM p").fetchone()[0])
+        print(con.sql("SELECT count(*) FROM p AT (VERSION => {v1.snapshot_id})").fetchone()[0])
+        print(con.sql("SELECT max(version) FROM cascade_versions WHERE name = 'p'").fetchone()[0])
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], input=script, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.split() == ["7", "3", "2"]
+
+
+# -- processes: kill -9, readers beside a writer, racing writers --------------------------------
+
 WRITER = textwrap.dedent(
     """
     import sys
@@ -121,9 +218,9 @@ WRITER = textwrap.dedent(
     from lake.catalog import Lake
     lake = Lake(sys.argv[1])
     n = int(sys.argv[2])
-    frame = pl.DataFrame({"id": [f"r{i}" for i in range(n)], "source": ["s"] * n,
-        "source_id": ["0"] * n, "domain": ["math"] * n, "problem": ["x" * 50] * n,
-        "answer": ["1"] * n, "metadata": ["{}"] * n})
+    frame = pl.DataFrame({"uid": [f"r{i}" for i in range(n)], "id": [f"r{i}" for i in range(n)],
+        "source": ["s"] * n, "source_id": ["0"] * n, "domain": ["math"] * n,
+        "problem": ["x" * 50] * n, "answer": ["1"] * n, "metadata": ["{}"] * n})
     for _ in range(int(sys.argv[3])):
         info = lake.commit("t", frame.to_arrow().to_batches(max_chunksize=5000), kind="prompts")
         print("COMMITTED", info.version, flush=True)
@@ -146,13 +243,11 @@ def _writer(lake_path: Path, rows: int, commits: int = 1, pause: str | None = No
 
 def _assert_consistent(lake: Lake) -> None:
     for info in lake._rows():
-        for f in info.files:
-            assert (lake.path / f).exists(), f"catalog row {info.ref} points at missing {f}"
         assert lake.read(info.ref).num_rows == info.rows
         lake.verify_hash(info.ref)
 
 
-@pytest.mark.parametrize("point", ["mid_write", "before_rename", "after_rename", "after_catalog"])
+@pytest.mark.parametrize("point", ["mid_write", "before_commit", "in_transaction", "after_commit"])
 def test_kill_9_mid_commit_leaves_old_or_new_version(tmp_path: Path, point: str) -> None:
     lake = Lake(tmp_path / "lake")
     lake.commit("t", prompts(7), kind="prompts")
@@ -161,52 +256,161 @@ def test_kill_9_mid_commit_leaves_old_or_new_version(tmp_path: Path, point: str)
     assert line.startswith(f"PAUSED {point}"), proc.stderr.read()
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    versions = [v.version for v in lake.versions("t")]
-    # Killed after the catalog row was written: the new version is complete and visible.
-    assert versions == ([1, 2] if point == "after_catalog" else [1])
-    _assert_consistent(lake)
-    assert lake.read("t@1").num_rows == 7
-    # The next commit succeeds and clears what the killed writer left behind.
-    info = lake.commit("t", prompts(3), kind="prompts")
+    fresh = Lake(lake.path)
+    versions = [v.version for v in fresh.versions("t")]
+    # Killed after COMMIT: the new version is complete and visible; before, it never was.
+    assert versions == ([1, 2] if point == "after_commit" else [1])
+    _assert_consistent(fresh)
+    assert fresh.read("t@1").num_rows == 7
+    info = fresh.commit("t", prompts(3), kind="prompts")
     assert info.version == versions[-1] + 1
-    referenced = {Path(f).parts[2] for v in lake.versions("t") for f in v.files}
-    assert {d.name for d in (lake.path / "tables" / "t").iterdir()} == referenced
-    _assert_consistent(lake)
+    # Files the killed writer left are invisible; gc removes them.
+    table_dir = Path(fresh.data_path) / "main" / "t"
+    registered = {f for v in fresh.versions("t") for f in fresh.files(v.ref)}
+    fresh.remove_orphans(older_than=timedelta(0))
+    assert {str(p) for p in table_dir.iterdir()} == registered
+    _assert_consistent(fresh)
 
 
 def test_kill_9_at_random_moments(tmp_path: Path) -> None:
     lake = Lake(tmp_path / "lake")
     lake.commit("t", prompts(7), kind="prompts")
-    for delay in (0.3, 0.6, 0.9, 1.2, 1.5):
+    for delay in (0.5, 1.0, 1.5, 2.0, 2.5):
         proc = _writer(lake.path, 50_000, commits=3)
         time.sleep(delay)
         proc.kill()
         proc.wait()
-        _assert_consistent(lake)
-        assert lake.read("t@1").num_rows == 7
+        fresh = Lake(lake.path)
+        _assert_consistent(fresh)
+        assert fresh.read("t@1").num_rows == 7
 
 
 def test_concurrent_committers_all_land(tmp_path: Path) -> None:
     lake = Lake(tmp_path / "lake")
     procs = [_writer(lake.path, 2000, commits=4) for _ in range(3)]
     for proc in procs:
-        out, err = proc.communicate(timeout=120)
+        out, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err
         assert out.count("COMMITTED") == 4
     assert [v.version for v in lake.versions("t")] == list(range(1, 13))
     _assert_consistent(lake)
 
 
-def test_busy_lake_gives_a_clear_error(tmp_path: Path) -> None:
+SQL = [sys.executable, "-c", "from cli.main import main; main()"]
+
+
+@pytest.mark.parametrize("point", ["mid_write", "in_transaction"])
+def test_readers_never_wait_for_a_writer(tmp_path: Path, point: str) -> None:
     lake = Lake(tmp_path / "lake")
-    proc = _writer(lake.path, 100, pause="after_rename")
+    lake.commit("t", prompts(7), kind="prompts")
+    proc = _writer(lake.path, 20_000, pause=point, CASCADE_TEST_PAUSE_SECONDS="120")
     try:
-        assert proc.stdout.readline().startswith("PAUSED")
-        impatient = Lake(lake.path, lock_timeout=0.2)
-        with pytest.raises(LakeBusyError, match=rf"is busy: another process \(pid {proc.pid}\)"):
-            impatient.commit("t", prompts(1), kind="prompts")
-        # Readers are not blocked by a committer.
-        assert impatient.tables() == []
+        assert proc.stdout.readline().startswith(f"PAUSED {point}")
+        started = time.monotonic()
+        reader = subprocess.run(
+            [
+                *SQL,
+                "--lake",
+                str(lake.path),
+                "sql",
+                "SELECT count(*) AS n FROM t",
+                "--format",
+                "csv",
+            ],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=100,
+        )
+        waited = time.monotonic() - started
+        assert reader.returncode == 0, reader.stderr
+        assert reader.stdout.split() == ["n", "7"]  # the last committed snapshot
+        assert proc.poll() is None, "the writer must still be mid-commit"
+        print(f"reader answered in {waited:.2f}s while the writer was paused at {point}")
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_racing_writers_get_distinct_versions(tmp_path: Path) -> None:
+    lake = Lake(tmp_path / "lake")
+    lake.commit("t", prompts(1), kind="prompts")
+    slow = _writer(lake.path, 100, pause="in_transaction", CASCADE_TEST_PAUSE_SECONDS="3")
+    try:
+        assert slow.stdout.readline().startswith("PAUSED")
+        fast = lake.commit("t", prompts(2), kind="prompts")  # lands while the other waits
+        out, err = slow.communicate(timeout=120)
+        assert slow.returncode == 0, err
+    finally:
+        slow.kill()
+    assert fast.version == 2
+    assert "COMMITTED 3" in out  # the paused writer retried on top of version 2
+    _assert_consistent(Lake(lake.path))
+
+
+def test_a_busy_catalog_gives_one_sentence_after_retrying(tmp_path: Path) -> None:
+    lake = Lake(tmp_path / "lake")
+    lake.commit("t", prompts(1), kind="prompts")
+    # Another process holds the catalog's write lock (SQLite locks are per process).
+    hold = (
+        "import sqlite3, sys, time; db = sqlite3.connect(sys.argv[1]); "
+        "db.execute('BEGIN IMMEDIATE'); print('HELD', flush=True); time.sleep(60)"
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", hold, str(lake.path / "catalog.sqlite")],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "HELD"
+        impatient = Lake(lake.path, busy_timeout=1.0)
+        with pytest.raises(LakeBusyError, match=r"is busy: .* try again"):
+            impatient.commit("t", prompts(2), kind="prompts")
+        assert impatient.read("t").num_rows == 1  # reading still works
+    finally:
+        holder.kill()
+        holder.wait()
+    assert Lake(lake.path).commit("t", prompts(2), kind="prompts").version == 2
+
+
+def test_migrate_an_old_format_lake(tmp_path: Path) -> None:
+    from lake.migrate import migrate_lake
+
+    old = tmp_path / "old"
+    (old / "tables" / "p" / "v1-a").mkdir(parents=True)
+    (old / "tables" / "drops" / "v1-b").mkdir(parents=True)
+    pq.write_table(prompts(3).drop("uid").to_arrow(), old / "tables/p/v1-a/part-00000.parquet")
+    old_drops = pa.table(
+        {
+            "table": ["p_sources"],
+            "version": [1],
+            "row_id": ["x"],
+            "step": ["s"],
+            "reason": ["r"],
+            "detail": ["{}"],
+        }
+    )
+    pq.write_table(old_drops, old / "tables/drops/v1-b/part-00000.parquet")
+    con = duckdb.connect(str(old / "catalog.duckdb"))
+    con.execute(
+        "CREATE TABLE versions (name VARCHAR, version BIGINT, kind VARCHAR, mode VARCHAR, "
+        "files VARCHAR[], rows BIGINT, content_hash VARCHAR, arrow_schema VARCHAR, "
+        "parents VARCHAR[], producer VARCHAR, params JSON, code_version VARCHAR, "
+        "created_at TIMESTAMPTZ)"
+    )
+    for name, kind, mode, f, parents in (
+        ("p", "prompts", "snapshot", "tables/p/v1-a/part-00000.parquet", []),
+        ("drops", "drops", "append", "tables/drops/v1-b/part-00000.parquet", ["p@1"]),
+    ):
+        con.execute(
+            "INSERT INTO versions VALUES (?, 1, ?, ?, [?], 1, 'h', '', ?, 'old', '{}', 'v', now())",
+            [name, kind, mode, f, parents],
+        )
+    con.close()
+    counts = migrate_lake(old, tmp_path / "new")
+    assert counts == {"p": 1, "drops": 1}
+    new = Lake(tmp_path / "new")
+    assert new.read("p@1")["uid"].to_pylist() == ["t:0", "t:1", "t:2"]
+    assert new.sql("SELECT output_table, output_version, uid FROM drops").fetchall() == [
+        ("p", 1, "x")
+    ]

@@ -11,10 +11,10 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from cli import _register, app
+from cli.main import command_app
 from cli.console import CascadeError
 
-_register()
+app = command_app()
 runner = CliRunner()
 
 
@@ -149,7 +149,7 @@ def test_verify_lake_table_reads_tests_from_metadata(tmp_path: Path) -> None:
 
 def test_bad_input_gives_one_clear_sentence(tmp_path: Path) -> None:
     data = _write_jsonl(tmp_path / "in.jsonl", [{"answer": "1", "output": "x"}])
-    with pytest.raises(CascadeError, match="no response field 'response'"):
+    with pytest.raises(CascadeError, match=r"in.jsonl:1: field 'response' is missing"):
         _invoke(
             "verify", "--input", str(data), "--kind", "math", "--out", str(tmp_path / "o.jsonl")
         )
@@ -163,7 +163,7 @@ def test_bad_input_gives_one_clear_sentence(tmp_path: Path) -> None:
         [
             sys.executable,
             "-c",
-            "import sys; from cli import main; sys.argv[0]='cascade'; main()",
+            "import sys; from cli.main import main; sys.argv[0]='cascade'; main()",
             "verify",
             "--input",
             str(tmp_path / "missing.jsonl"),
@@ -176,7 +176,7 @@ def test_bad_input_gives_one_clear_sentence(tmp_path: Path) -> None:
         text=True,
     )
     assert done.returncode == 1
-    assert "missing.jsonl does not exist" in done.stdout
+    assert "missing.jsonl does not exist" in done.stderr
     assert "Traceback" not in done.stdout + done.stderr
 
 
@@ -199,6 +199,75 @@ def test_verify_step_keeps_passes_and_drops_with_reasons() -> None:
         "noref": "verify_undecided",
     }
     assert step.stats == {"rows_in": 3, "passed": 1, "undecided": 1, "kept": 1}
-    drops = drop_rows(step.dropped, input_columns=df.columns, table="t", version=1, step="verify")
-    assert json.loads(drops.filter(pl.col("row_id") == "empty")["detail"][0])["score"] == 0.0
+    drops = drop_rows(step.dropped, input_columns=df.columns, step="verify")
+    assert json.loads(drops.filter(pl.col("uid") == "empty")["detail"][0])["score"] == 0.0
     assert verify_step(df, "swe", keep_undecided=True).kept.height == 2
+
+
+def test_mixed_nested_fields_round_trip_and_bad_lines_are_named(tmp_path: Path) -> None:
+    # Functional and stdio tests in one file: `tests` a dict in one row, a list in the next.
+    rows = [
+        {
+            "id": "f",
+            "response": "```python\nclass Solution:\n    def f(self, x):\n        return x + 1\n```",
+            "tests": {"functional": "assert Solution().f(1) == 2"},
+            "kwargs": [{"n": 1}],
+        },
+        {
+            "id": "s",
+            "response": "```python\nprint(int(input()) * 2)\n```",
+            "tests": [{"input": "2\n", "output": "4\n"}],
+            "kwargs": [{"other": "key"}, {}],
+        },
+    ]
+    src = _write_jsonl(tmp_path / "mixed.jsonl", rows)
+    _invoke("verify", "--input", str(src), "--kind", "code", "--out", str(tmp_path / "o.jsonl"))
+    out = [json.loads(line) for line in (tmp_path / "o.jsonl").read_text().splitlines()]
+    assert [r["passed"] for r in out] == [True, True]
+    for before, after in zip(rows, out, strict=True):
+        assert {k: after[k] for k in before} == before  # no key gained or lost
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(rows[0]) + "\n{not json\n")
+    with pytest.raises(CascadeError, match=r"bad.jsonl:2: invalid JSON"):
+        _invoke("verify", "--input", str(bad), "--kind", "code", "--out", str(tmp_path / "x.jsonl"))
+
+
+def test_generations_are_scored_against_their_prompts_references(tmp_path: Path) -> None:
+    from lake.catalog import Lake
+
+    lake_dir = tmp_path / "lake"
+    lake = Lake(lake_dir)
+    lake.commit(
+        "prompts",
+        pl.DataFrame(
+            {
+                "uid": ["s:1", "s:2"],
+                "id": ["p1", "p2"],
+                "source": ["s", "s"],
+                "source_id": ["1", "2"],
+                "domain": ["math", "math"],
+                "problem": ["1+1?", "2+2?"],
+                "answer": ["2", "4"],
+                "metadata": ["{}", "{}"],
+            }
+        ),
+        kind="prompts",
+    )
+    gens = pl.DataFrame(
+        {
+            "id": ["g1", "g2", "g3"],
+            "prompt_id": ["p1", "p2", "p2"],
+            "response": ["\\boxed{2}", "\\boxed{5}", "\\boxed{4}"],
+            # The generated final answer must never be taken as the reference.
+            "final_answer": ["\\boxed{2}", "\\boxed{5}", "\\boxed{4}"],
+        }
+    )
+    gens.write_parquet(tmp_path / "gens.parquet")
+    args = ["--lake", str(lake_dir), "verify", "--input", str(tmp_path / "gens.parquet")]
+    with pytest.raises(CascadeError, match="carry no reference; give --prompts"):
+        _invoke(*args, "--kind", "math", "--out", str(tmp_path / "v.parquet"))
+    _invoke(*args, "--kind", "math", "--prompts", "prompts", "--out", str(tmp_path / "v.parquet"))
+    scored = pl.read_parquet(tmp_path / "v.parquet")
+    assert scored.get_column("passed").to_list() == [True, False, True]
+    assert scored.get_column("answer").to_list() == ["2", "4", "4"]

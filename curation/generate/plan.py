@@ -21,7 +21,7 @@ from curation.text import prompt_ids
 
 ModeSwitch = Literal["model", "template", "flag"]
 MODE_SWITCHES: tuple[str, ...] = ("model", "template", "flag")
-FLAGS: dict[str, str] = {"thinking": "/think", "non_thinking": "/no_think"}
+FLAGS: dict[str, str] = {"think": "/think", "no_think": "/no_think"}
 ROLES = ("system", "user", "assistant", "tool")
 
 Messages = tuple[dict[str, str], ...]
@@ -31,7 +31,7 @@ Messages = tuple[dict[str, str], ...]
 class Teacher:
     """Which model answers in which mode, and how the mode is selected.
 
-    - `model`: one model per mode (the recipe's DeepSeek-R1 for thinking, `non_thinking_model`
+    - `model`: one model per mode (the recipe's DeepSeek-R1 for thinking, `no_think_model`
       DeepSeek-V3 for non-thinking);
     - `template`: the chat template's `enable_thinking` switch (Qwen3);
     - `flag`: `/think` or `/no_think` appended to every user message (Nemotron-Cascade 1).
@@ -39,20 +39,20 @@ class Teacher:
 
     model: str
     switch: ModeSwitch = "template"
-    non_thinking_model: str | None = None
+    no_think_model: str | None = None
 
     def __post_init__(self) -> None:
         if self.switch not in MODE_SWITCHES:
             raise ValueError(f"mode switch must be one of {MODE_SWITCHES}, got {self.switch!r}")
-        if (self.switch == "model") != (self.non_thinking_model is not None):
+        if (self.switch == "model") != (self.no_think_model is not None):
             raise ValueError(
                 "a non-thinking model is given exactly when the mode switch is 'model' "
-                f"(switch={self.switch!r}, non_thinking_model={self.non_thinking_model!r})"
+                f"(switch={self.switch!r}, no_think_model={self.no_think_model!r})"
             )
 
     def model_for(self, mode: Mode) -> str:
-        if mode == "non_thinking" and self.non_thinking_model is not None:
-            return self.non_thinking_model
+        if mode == "no_think" and self.no_think_model is not None:
+            return self.no_think_model
         return self.model
 
     def messages_for(self, messages: Messages, mode: Mode) -> Messages:
@@ -64,7 +64,7 @@ class Teacher:
         )
 
     def template_kwargs_for(self, mode: Mode) -> dict[str, Any]:
-        return {"enable_thinking": mode == "thinking"} if self.switch == "template" else {}
+        return {"enable_thinking": mode == "think"} if self.switch == "template" else {}
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ def plan_jobs(
         raise ValueError(f"k (samples per prompt) must be >= 1, got {k}")
     for mode in modes:
         if mode not in FLAGS:
-            raise ValueError(f"mode must be 'thinking' or 'non_thinking', got {mode!r}")
+            raise ValueError(f"mode must be 'think' or 'no_think', got {mode!r}")
     jobs = []
     for prompt_id, messages in prompts:
         messages_json = json.dumps(list(messages), ensure_ascii=False)

@@ -103,7 +103,7 @@ def completion_row(job: Job, completion: Completion, backend_name: str) -> dict[
         "messages": job.messages_json,
         "response": completion.text,
         "reasoning": split.reasoning,
-        "answer": split.answer,
+        "final_answer": split.answer,
         "prompt_tokens": completion.prompt_tokens,
         "completion_tokens": completion.completion_tokens,
         "finish_reason": completion.finish_reason,
@@ -149,7 +149,7 @@ def generate_to_lake(
     report = GenerationReport(output=output, planned=len(jobs), cached=len(jobs) - len(pending))
     params = {
         "teacher": teacher.model,
-        "non_thinking_model": teacher.non_thinking_model,
+        "no_think_model": teacher.no_think_model,
         "mode_switch": teacher.switch,
         "modes": list(modes),
         "k": k,

@@ -366,501 +366,55 @@ def _p_sum(r: random.Random) -> dict[str, object]:
     return {"n": n, "answer": n * (n + 1) // 2}
 
 
-TEMPLATES: tuple[Template, ...] = (
-    Template(
-        "arithmetic_term",
-        _p_arith,
-        (
-            "An arithmetic sequence begins with {a}, and each term is {d} more than the one before it.",
-            "The first term of an arithmetic progression is {a} and its common difference is {d}.",
-            "{name} writes a list of numbers that starts at {a} and grows by {d} at every step.",
-            "Starting from {a}, a counter on a scoreboard goes up by exactly {d} each round.",
-        ),
-        (
-            "What is the {nth} term of the sequence?",
-            "Find term number {n}.",
-            "Compute the value shown after {n} entries, counting the starting value as the first.",
-        ),
-    ),
-    Template(
-        "rectangle_area",
-        _p_rect,
-        (
-            "A rectangular {place} measures {l} meters by {w} meters.",
-            "{name} is tiling a {place} shaped like a rectangle with sides {l} m and {w} m.",
-            "The length of a rectangle is {l} units and its width is {w} units.",
-            "A flat rectangular sheet is cut so that its two sides are {l} cm and {w} cm long.",
-        ),
-        (
-            "How many square units does it cover?",
-            "Find its area.",
-            "What is the total area of the region?",
-        ),
-    ),
-    Template(
-        "linear_equation",
-        _p_linear,
-        (
-            "The number $x$ satisfies ${a}x + {b} = {c}$.",
-            "{name} thinks of a number, multiplies it by {a}, then adds {b} and gets {c}.",
-            "If {a} copies of an unknown integer are added to {b}, the result is {c}.",
-            "Consider the equation ${c} = {a}y + {b}$ in the unknown $y$.",
-        ),
-        (
-            "What is the unknown number?",
-            "Determine the value of the unknown.",
-            "Solve for the unknown quantity.",
-        ),
-    ),
-    Template(
-        "discount",
-        _p_discount,
-        (
-            "A jacket priced at {price} dollars is put on sale at {pct} percent off.",
-            "{name} buys a lamp that normally costs {price} dollars with a coupon for {pct}% off.",
-            "During a clearance, every item loses {pct}% of its price; a tent was listed at {price} dollars.",
-        ),
-        (
-            "How much does it cost after the reduction, in dollars?",
-            "Find the sale price in dollars.",
-            "What amount is paid at the register, in dollars?",
-        ),
-    ),
-    Template(
-        "gcd",
-        _p_gcd,
-        (
-            "Two ribbons are {a} cm and {b} cm long.",
-            "Consider the integers {a} and {b}.",
-            "{name} has {a} red tiles and {b} blue tiles to pack into identical kits with none left over.",
-        ),
-        (
-            "What is the greatest common divisor of the two numbers?",
-            "Find the largest whole number that divides both quantities evenly.",
-            "What is the largest integer dividing both of them?",
-        ),
-    ),
-    Template(
-        "lcm",
-        _p_lcm,
-        (
-            "One lighthouse flashes every {a} seconds and another every {b} seconds; they just flashed together.",
-            "Bus line A leaves the depot every {a} minutes and line B every {b} minutes, starting at the same moment.",
-            "{name} waters the ferns every {a} days and the cacti every {b} days, and did both today.",
-        ),
-        (
-            "How long until the two coincide again, in the same units?",
-            "What is the least waiting time before they coincide once more?",
-            "After what smallest positive amount of time does this happen again?",
-        ),
-    ),
-    Template(
-        "power_mod",
-        _p_powmod,
-        (
-            "Consider the power ${a}^{{{k}}}$.",
-            "{name} raises {a} to the exponent {k} and divides the result by {m}.",
-            "Let $N = {a}^{{{k}}}$.",
-        ),
-        (
-            "What is the remainder upon division by {m}?",
-            "Which remainder is left over when dividing by {m}?",
-            "Find the remainder when this power is divided by {m}.",
-        ),
-    ),
-    Template(
-        "divisor_count",
-        _p_divisors,
-        (
-            "The positive integer {n} has several positive divisors.",
-            "{name} lists every positive whole number that divides {n} exactly.",
-            "Consider all positive divisors of {n}.",
-        ),
-        (
-            "How many are there?",
-            "Count them.",
-            "How many such divisors exist?",
-        ),
-    ),
-    Template(
-        "marble_probability",
-        _p_marbles,
-        (
-            "A bag holds {red} red, {blue} blue and {green} green marbles.",
-            "In a {container} there are {red} red beads, {blue} blue beads and {green} green beads.",
-            "{name} mixes {red} red tokens with {blue} blue tokens and {green} green tokens in a hat.",
-        ),
-        (
-            "One is drawn at random; what is the probability that it is red? Express your answer as a common fraction.",
-            "If one item is picked uniformly at random, find the probability that it is red, as a fraction in lowest terms.",
-            "What is the chance that a single random draw is red? Give the answer as a reduced fraction.",
-        ),
-    ),
-    Template(
-        "committee",
-        _p_choose,
-        (
-            "A club with {n} members must send {k} of them to a conference.",
-            "{name} wants to pick {k} of {n} different books to take on a trip, in no particular order.",
-            "From a deck of {n} distinct postcards, a hand of {k} cards is dealt.",
-        ),
-        (
-            "How many different groups are possible?",
-            "In how many ways can the selection be made?",
-            "Count the possible unordered choices.",
-        ),
-    ),
-    Template(
-        "word_arrangements",
-        _p_word,
-        (
-            "The word {word} has {len} letters, all different.",
-            "{name} writes the letters of {word} on separate cards and shuffles them into a row.",
-            "Consider all orderings of the letters of the word {word}.",
-        ),
-        (
-            "How many distinct arrangements of its letters are there?",
-            "How many different rows can appear?",
-            "Find the number of such orderings.",
-        ),
-    ),
-    Template(
-        "travel_time",
-        _p_travel,
-        (
-            "A {vehicle} covers {d} kilometers at a steady {v} kilometers per hour.",
-            "{name} rides a {vehicle} for a distance of {d} km without changing speed from {v} km/h.",
-            "Moving at a constant rate of {v} km per hour, a {vehicle} must travel {d} km.",
-        ),
-        (
-            "How many hours does the trip take?",
-            "Find the travel time in hours.",
-            "For how many hours is it moving?",
-        ),
-    ),
-    Template(
-        "missing_score",
-        _p_mean,
-        (
-            "{name} scored {s} on the first four quizzes of the term.",
-            "The first four judges gave a diver the scores {s}.",
-            "After four games a bowler's results were {s}.",
-        ),
-        (
-            "What score on the fifth one makes the average of all five exactly {mean}?",
-            "Find the fifth result that brings the mean to {mean}.",
-            "Which fifth value gives an overall average of {mean}?",
-        ),
-    ),
-    Template(
-        "hypotenuse",
-        _p_hyp,
-        (
-            "A right triangle has legs of length {a} and {b}.",
-            "The two shorter sides of a right triangle are {a} cm and {b} cm.",
-            "{name} draws a right triangle whose perpendicular sides measure {a} and {b} units.",
-        ),
-        (
-            "How long is the hypotenuse?",
-            "Find the length of the longest side.",
-            "What is the length of the side opposite the right angle?",
-        ),
-    ),
-    Template(
-        "circle_area",
-        _p_circle,
-        (
-            "A circular pond has radius {r} meters.",
-            "{name} draws a circle whose diameter is {dia} cm.",
-            "A round tabletop is {dia} inches across.",
-        ),
-        (
-            "What is its area? Express your answer in terms of $\\pi$.",
-            "Find the area enclosed, leaving the answer in terms of $\\pi$.",
-            "Compute the area of the circle in terms of $\\pi$.",
-        ),
-    ),
-    Template(
-        "root_squares",
-        _p_roots,
-        (
-            "Let $r$ and $s$ be the roots of ${poly} = 0$.",
-            "The quadratic ${poly}$ has two real zeros, $p$ and $q$.",
-            "Suppose $u$ and $v$ are the solutions of the equation ${poly} = 0$.",
-        ),
-        (
-            "What is the sum of the squares of the two roots?",
-            "Compute the sum of the squares of the two solutions.",
-            "Find the square of one root plus the square of the other.",
-        ),
-    ),
-    Template(
-        "pipes",
-        _p_pipes,
-        (
-            "One hose fills a tank in {a} hours and a second hose fills it in {b} hours.",
-            "{name} can paint a fence alone in {a} hours, and a friend needs {b} hours for the same job.",
-            "Printer X finishes a batch in {a} hours, while printer Y takes {b} hours for one batch.",
-        ),
-        (
-            "Working together, how many hours does the job take? Express your answer as a fraction if needed.",
-            "How long do they need together, in hours?",
-            "Find the combined time in hours.",
-        ),
-    ),
-    Template(
-        "simple_interest",
-        _p_interest,
-        (
-            "{name} deposits {P} dollars in an account paying {rate}% simple interest per year.",
-            "A loan of {P} dollars charges simple interest at {rate} percent annually.",
-            "A bond worth {P} dollars earns {rate}% per year, with interest not compounded.",
-        ),
-        (
-            "How much interest accrues in {t} years, in dollars?",
-            "Find the total interest after {t} years.",
-            "What interest, in dollars, is earned over {t} years?",
-        ),
-    ),
-    Template(
-        "ages",
-        _p_ages,
-        (
-            "The ages of two cousins add up to {sum} years, and one is {gap} years older than the other.",
-            "{name} and a younger sibling have combined ages of {sum}; their ages differ by {gap}.",
-            "Two trees were planted {gap} years apart, and their ages now total {sum} years.",
-        ),
-        (
-            "How old is the older one?",
-            "Find the greater of the two ages.",
-            "What is the larger age?",
-        ),
-    ),
-    Template(
-        "powers_of_two",
-        _p_powers,
-        (
-            "Simplify the expression $2^{{{a}}} \\cdot 2^{{{b}}} / 2^{{{c}}}$.",
-            "A quantity equals $2^{{{a}}}$ times $2^{{{b}}}$, divided by $2^{{{c}}}$.",
-            "{name} multiplies $2^{{{a}}}$ by $2^{{{b}}}$ and then divides by $2^{{{c}}}$.",
-        ),
-        (
-            "What is the resulting integer?",
-            "Write the value as an ordinary whole number.",
-            "What number is obtained?",
-        ),
-    ),
-    Template(
-        "base_conversion",
-        _p_base,
-        (
-            "The decimal number {n} is to be written in base {base}.",
-            "{name} converts {n} from base ten into base {base}.",
-            "Express the integer {n} using base-{base} digits.",
-        ),
-        (
-            "What digit string results?",
-            "What are its digits in the new base, read from left to right?",
-            "Give the base-{base} numeral.",
-        ),
-    ),
-    Template(
-        "digit_sum",
-        _p_digits,
-        (
-            "Consider the integer {n}.",
-            "{name} adds up all the digits of the number {n}.",
-            "A license code reads {n}.",
-        ),
-        (
-            "What is the sum of its digits?",
-            "What total is obtained?",
-            "Find the sum of all its digits.",
-        ),
-    ),
-    Template(
-        "count_multiples",
-        _p_multiples,
-        (
-            "Among the whole numbers from 1 to {top}, some are divisible by {k}.",
-            "{name} circles every multiple of {k} on a chart numbered 1 through {top}.",
-            "Let $S$ be the set of positive integers not exceeding {top} that are multiples of {k}.",
-        ),
-        (
-            "How many such numbers are there?",
-            "Count how many there are.",
-            "How many multiples of {k} lie in that range?",
-        ),
-    ),
-    Template(
-        "triangle_angle",
-        _p_angles,
-        (
-            "Two angles of a triangle measure {a} degrees and {b} degrees.",
-            "In triangle $PQR$, angle $P$ is ${a}^\\circ$ and angle $Q$ is ${b}^\\circ$.",
-            "{name} cuts a triangular flag whose first two corners have angles of {a} and {b} degrees.",
-        ),
-        (
-            "What is the measure of the third angle in degrees?",
-            "Find the measure of the remaining angle, in degrees.",
-            "How many degrees does the last angle measure?",
-        ),
-    ),
-    Template(
-        "polygon_angles",
-        _p_polygon,
-        (
-            "A convex polygon has {n} sides.",
-            "{name} draws a convex figure with exactly {n} straight edges.",
-            "Consider a convex {n}-gon.",
-        ),
-        (
-            "What is the sum of its interior angles in degrees?",
-            "Find the total of the interior angle measures, in degrees.",
-            "How many degrees do all the interior angles add up to?",
-        ),
-    ),
-    Template(
-        "coins",
-        _p_coins,
-        (
-            "A piggy bank holds {n} nickels, {d} dimes and {q} quarters.",
-            "{name} empties a pocket and finds {q} quarters, {d} dimes and {n} nickels.",
-            "A tip jar contains {d} dimes, {n} nickels and {q} quarters and nothing else.",
-        ),
-        (
-            "How many cents is that in total?",
-            "What is the total value in cents?",
-            "Find the amount of money in cents.",
-        ),
-    ),
-    Template(
-        "recipe",
-        _p_recipe,
-        (
-            "A recipe uses {cups} cups of flour for {batch} muffins.",
-            "{name} needs {cups} cups of oats to bake {batch} granola bars.",
-            "A bakery's formula calls for {cups} cups of sugar per {batch} cookies.",
-        ),
-        (
-            "How many cups are needed for {want} of them?",
-            "At the same rate, find the number of cups for {want} pieces.",
-            "How much is required, in cups, to make {want}?",
-        ),
-    ),
-    Template(
-        "consecutive",
-        _p_consecutive,
-        (
-            "Three consecutive integers add up to {total}.",
-            "The sum of three integers that follow one another is {total}.",
-            "{name} picks three back-to-back whole numbers whose total is {total}.",
-        ),
-        (
-            "What is the largest of them?",
-            "Find the greatest of the three.",
-            "Which is the biggest number chosen?",
-        ),
-    ),
-    Template(
-        "evaluate_quadratic",
-        _p_quadval,
-        (
-            "Let $f(x) = {f}$.",
-            "A function is defined by $g(t) = {f_t}$.",
-            "The polynomial $h(z) = {f_z}$ is given.",
-        ),
-        (
-            "What is the value at {x}?",
-            "Evaluate it at the input {x}.",
-            "Find the output when the variable equals {x}.",
-        ),
-    ),
-    Template(
-        "trailing_zeros",
-        _p_zeros,
-        (
-            "The number {n}! is written out in full.",
-            "{name} computes the factorial of {n} by hand.",
-            "Let $F = {n}!$.",
-        ),
-        (
-            "How many zeros does it end with?",
-            "How many trailing zeros appear at the end of the result?",
-            "Find how many zeros appear at its end.",
-        ),
-    ),
-    Template(
-        "box_volume",
-        _p_box,
-        (
-            "A closed box has edges of {a} cm, {b} cm and {c} cm.",
-            "{name} fills an aquarium that is {a} by {b} by {c} inches.",
-            "A rectangular block of clay measures {a} units by {b} units by {c} units.",
-        ),
-        (
-            "What is its volume?",
-            "How many cubic units of space does it hold?",
-            "Find the volume in cubic units.",
-        ),
-    ),
-    Template(
-        "geometric_term",
-        _p_geo,
-        (
-            "A geometric sequence starts at {a} and has common ratio {q}.",
-            "A bacteria colony begins with {a} cells and multiplies by {q} every hour.",
-            "{name} folds a paper strip so that the number of layers starts at {a} and is multiplied by {q} each time.",
-        ),
-        (
-            "What is the {nth} term?",
-            "What value is reached at step {n}, counting the starting value as step 1?",
-            "Find the {nth} value in this pattern.",
-        ),
-    ),
-    Template(
-        "small_squares",
-        _p_squares,
-        (
-            "Some positive perfect squares are smaller than {top}.",
-            "{name} lists every square of a positive integer that is less than {top}.",
-            "Let $Q$ be the set of positive integers $n$ with $n^2 < {top}$.",
-        ),
-        (
-            "How many such squares exist?",
-            "How many squares qualify?",
-            "Count the qualifying perfect squares.",
-        ),
-    ),
-    Template(
-        "ratio_share",
-        _p_share,
-        (
-            "Prize money of {total} dollars is split between two winners in the ratio {x}:{y}.",
-            "{name} and a partner divide {total} stickers in the ratio {x} to {y}.",
-            "A {total}-gram mixture contains two powders in the ratio {x}:{y} by weight.",
-        ),
-        (
-            "How large is the bigger share?",
-            "Find the larger portion.",
-            "What is the size of the greater part?",
-        ),
-    ),
-    Template(
-        "triangular_sum",
-        _p_sum,
-        (
-            "Add up all the integers from 1 to {n}.",
-            "{name} stacks cans in rows holding 1, 2, 3, and so on up to {n} cans.",
-            "A staircase display uses 1 block in the first column, 2 in the second, up to {n} in the last.",
-        ),
-        (
-            "What total is obtained?",
-            "How many items are used altogether?",
-            "Find the total count.",
-        ),
-    ),
-)
+VALUE_GENERATORS = {
+    "arithmetic_term": _p_arith,
+    "rectangle_area": _p_rect,
+    "linear_equation": _p_linear,
+    "discount": _p_discount,
+    "gcd": _p_gcd,
+    "lcm": _p_lcm,
+    "power_mod": _p_powmod,
+    "divisor_count": _p_divisors,
+    "marble_probability": _p_marbles,
+    "committee": _p_choose,
+    "word_arrangements": _p_word,
+    "travel_time": _p_travel,
+    "missing_score": _p_mean,
+    "hypotenuse": _p_hyp,
+    "circle_area": _p_circle,
+    "root_squares": _p_roots,
+    "pipes": _p_pipes,
+    "simple_interest": _p_interest,
+    "ages": _p_ages,
+    "powers_of_two": _p_powers,
+    "base_conversion": _p_base,
+    "digit_sum": _p_digits,
+    "count_multiples": _p_multiples,
+    "triangle_angle": _p_angles,
+    "polygon_angles": _p_polygon,
+    "coins": _p_coins,
+    "recipe": _p_recipe,
+    "consecutive": _p_consecutive,
+    "evaluate_quadratic": _p_quadval,
+    "trailing_zeros": _p_zeros,
+    "box_volume": _p_box,
+    "geometric_term": _p_geo,
+    "small_squares": _p_squares,
+    "ratio_share": _p_share,
+    "triangular_sum": _p_sum,
+}
+"""Each template's numbers; its phrasings (setups, then asks) are data, in demo_templates.json."""
+
+
+def _load_templates() -> tuple[Template, ...]:
+    phrasings = json.loads((Path(__file__).parent / "demo_templates.json").read_text())
+    return tuple(
+        Template(key, params, tuple(phrasings[key]["setups"]), tuple(phrasings[key]["asks"]))
+        for key, params in VALUE_GENERATORS.items()
+    )
+
+
+TEMPLATES = _load_templates()
 
 
 # Optional first sentences: context that real problem sets carry, and wording variety.

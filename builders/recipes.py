@@ -1,0 +1,20 @@
+"""Every recipe `cascade build dataset` knows, by name."""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from builders import math_rl_v2
+from builders.runner import BuildError
+
+RECIPES: dict[str, ModuleType] = {module.NAME: module for module in (math_rl_v2,)}
+
+
+def recipe_named(name: str) -> ModuleType:
+    """The recipe module called `name`, or BuildError listing the known recipes."""
+    try:
+        return RECIPES[name]
+    except KeyError:
+        raise BuildError(
+            f"unknown recipe {name!r}; known recipes: {', '.join(sorted(RECIPES))}"
+        ) from None
