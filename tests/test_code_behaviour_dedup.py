@@ -135,6 +135,14 @@ def test_stock_cases_never_link_problems() -> None:
     assert result.stats["candidate_pairs"] == 0  # the shared case is held by 6 >= 5 problems
 
 
+def test_many_copies_of_one_problem_stay_one_cluster() -> None:
+    stories = [STORY_A, STORY_B, "Sum the best run.", "Max subarray.", "Kadane, please.", "Go."]
+    df = frame([(f"c{i}", story, functional(*TESTS_1)) for i, story in enumerate(stories)])
+    result = dedup_by_behaviour(df)  # six copies: identical test sets count once for stock
+    assert result.kept["id"].to_list() == ["c0"]
+    assert set(result.dropped["cluster_size"]) == {6}
+
+
 def test_thresholds_are_parameters_and_measurements_stay() -> None:
     df = frame([("a", STORY_A, functional(*TESTS_1)), ("b", STORY_B, functional(*TESTS_1))])
     loose = dedup_by_behaviour(df, min_specific_chars=10_000)

@@ -2,7 +2,8 @@
 
 A problem's fingerprint is its set of normalized I/O cases (`io_fingerprint.io_cases`). Two
 problems become a candidate pair when they share a case that is not a stock case (one held
-by `stock_min_df` or more problems, such as `candidate(1) == 1`: evidence of nothing). Each
+by `stock_min_df` or more distinct test sets, such as `candidate(1) == 1`: evidence of
+nothing; identical test sets count once, so copies of one problem stay linked). Each
 candidate pair is measured:
 
 - `io_shared`: cases both hold; `io_jaccard`: shared / union; `io_containment`: shared /
@@ -143,7 +144,10 @@ def measure_pairs(
     `side` (one int per row) restricts pairs to rows on different sides (training rows
     against benchmark items); None pairs every row with every other.
     """
-    df = cases.group_by("h").agg(pl.col("row").n_unique().alias("df"))
+    # document frequency over distinct test sets: copies of one problem count once, so a
+    # problem repeated five times does not turn its own cases into stock cases
+    test_sets = cases.group_by("row").agg(pl.col("h").sort().hash().alias("set"))
+    df = cases.join(test_sets, on="row").group_by("h").agg(pl.col("set").n_unique().alias("df"))
     cases = cases.join(df, on="h").with_columns(stock=pl.col("df") >= rule.stock_min_df)
     anchors = cases.filter(~pl.col("stock")).select("row", "h")
     pairs = (
