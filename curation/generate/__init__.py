@@ -14,8 +14,8 @@ from curation.generate.backend import (
     GenerationRequest,
     Mode,
     Sampling,
-    make_backend,
 )
+from curation.generate.backends import make_backend
 from curation.generate.plan import Job, Teacher, fingerprint, plan_jobs, prompts_from_records
 from curation.generate.run import GenerationReport, generate_to_lake
 from curation.generate.split import SplitResponse, split_response

@@ -94,20 +94,3 @@ class Backend(Protocol):
 
 class BackendError(RuntimeError):
     """A backend could not produce a completion; the message says which request and why."""
-
-
-def make_backend(name: str, model: str, **options: Any) -> Backend:
-    """Build a backend by name; heavy libraries are imported only for the chosen one."""
-    if name == "hf":
-        from curation.generate.hf import HfBackend
-
-        return HfBackend(model, **options)
-    if name == "vllm":
-        from curation.generate.vllm import VllmBackend
-
-        return VllmBackend(model, **options)
-    if name == "openai":
-        from curation.generate.openai import OpenAIBackend
-
-        return OpenAIBackend(model, **options)
-    raise ValueError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")

@@ -31,7 +31,8 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from curation.generate.backend import Backend, Completion, Mode, Sampling, make_backend
+from curation.generate.backend import Backend, Completion, Mode, Sampling
+from curation.generate.backends import make_backend
 from curation.generate.plan import Job, Messages, Teacher, plan_jobs
 from curation.generate.split import split_response
 from lake.catalog import Lake
