@@ -122,7 +122,7 @@ def text_grams(texts: pl.Series, ngram: int) -> pl.DataFrame:
             pl.col("row").cast(pl.Int64),
             pl.when(words.list.len() >= ngram)
             .then(words.list.eval(pl.concat_str(shifted, separator=" ").drop_nulls()))
-            .otherwise(words.list.join(" ").cast(pl.List(pl.String)))
+            .otherwise(pl.concat_list(words.list.join(" ")))
             .alias("g"),
         )
         .explode("g")
