@@ -137,7 +137,9 @@ def steps(params: dict[str, Any], build: Build) -> list[Step]:
             {"threshold": params["near_dup_threshold"], "id_column": "uid"},
             partition="lsh_bands",
         ),
-        Step("teacher_traces", _sampler(params, build, prompt_column="problem"), scope="rows"),
+        Step(
+            "teacher_traces", teacher_sampler(params, build, prompt_column="problem"), scope="rows"
+        ),
         Step(
             "correctness",
             filter_by_correctness,
@@ -148,7 +150,7 @@ def steps(params: dict[str, Any], build: Build) -> list[Step]:
     ]
 
 
-def _sampler(
+def teacher_sampler(
     params: dict[str, Any],
     build: Build,
     *,

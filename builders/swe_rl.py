@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from builders.code_sft import _sampler
+from builders.code_sft import teacher_sampler
 from builders.runner import Build, BuildError
-from builders.swe_sft import _repos_dir, instance_steps
+from builders.swe_sft import checked_repos_dir, instance_steps
 from curation.swe.instances import SWE_BENCH_VERIFIED_REPOS
 from curation.swe.localization import localize_files
 from curation.swe.repair import measure_repair_buckets, select_repair_bucket
@@ -59,9 +59,9 @@ DEFAULTS: dict[str, Any] = {
 
 def steps(params: dict[str, Any], build: Build) -> list[Step]:
     """The recipe, top to bottom."""
-    repos = _repos_dir(params, build)
-    rollouts = _sampler(params, build, prompt_column="prompt", id_column="uid")
-    localizer = _sampler(
+    repos = checked_repos_dir(params, build)
+    rollouts = teacher_sampler(params, build, prompt_column="prompt", id_column="uid")
+    localizer = teacher_sampler(
         {**params, "teacher": params["localizer"]},
         build,
         prompt_column="prompt",

@@ -24,7 +24,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from builders.code_sft import _sampler
+from builders.code_sft import teacher_sampler
 from builders.runner import Build, BuildError
 from curation.swe.instances import (
     SWE_BENCH_VERIFIED_REPOS,
@@ -76,8 +76,8 @@ def steps(params: dict[str, Any], build: Build) -> list[Step]:
     subtask = params["subtask"]
     if subtask not in SUBTASKS:
         raise BuildError(f"subtask must be one of {', '.join(SUBTASKS)}, got {subtask!r}")
-    repos = _repos_dir(params, build)
-    teacher = _sampler(params, build, prompt_column="prompt", id_column="uid")
+    repos = checked_repos_dir(params, build)
+    teacher = teacher_sampler(params, build, prompt_column="prompt", id_column="uid")
     return [
         *instance_steps(params),
         *{
@@ -150,7 +150,7 @@ def instance_steps(params: dict[str, Any]) -> list[Step]:
     ]
 
 
-def _repos_dir(params: dict[str, Any], build: Build) -> str:
+def checked_repos_dir(params: dict[str, Any], build: Build) -> str:
     where = params["repos_dir"]
     if not build.dry_run and not (where and Path(where).is_dir()):
         raise BuildError(
