@@ -45,6 +45,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+import schemas.difficulty  # noqa: F401  (registers the difficulty table kind)
 import schemas.generation  # noqa: F401  (registers the generations table kind)
 from lake.files import code_version, file_sha256
 from schemas.tables import SchemaError, contract_for, validate_non_null

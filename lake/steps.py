@@ -56,7 +56,9 @@ class Step:
 
     `scope` is `rows` for row-local operators (filters, decontamination scans, verification,
     generation) and `table` for those that need every row at once (dedup, difficulty joins);
-    `partition` tells a cluster executor how a table-scope step may be split.
+    `partition` tells a cluster executor how a table-scope step may be split. A `fan_out`
+    step turns each input row into several (k responses per prompt): its kept rows name their
+    input row in `prompt_uid`, and an input row with no output row must be in `dropped`.
     """
 
     name: str
@@ -64,6 +66,7 @@ class Step:
     params: dict[str, Any] = field(default_factory=dict)
     scope: Literal["rows", "table"] = "table"
     partition: str | None = None
+    fan_out: bool = False
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -299,6 +302,22 @@ def _check_unique(frame: pl.DataFrame, key: str, where: str) -> None:
 
 def _check_accounting(step: Step, frame: pl.DataFrame, result: StepResult, key: str) -> None:
     kept, dropped = result.kept.height, result.dropped.height
+    if step.fan_out:
+        if "prompt_uid" not in result.kept.columns or key not in result.kept.columns:
+            raise StepError(f"step {step.name}: fan-out rows need '{key}' and 'prompt_uid'")
+        _check_unique(result.kept, key, f"step {step.name}'s output")
+        parents = pl.concat(
+            [
+                result.kept.select(pl.col("prompt_uid").cast(pl.String).alias(key)).unique(),
+                result.dropped.select(pl.col(key).cast(pl.String)),
+            ]
+        )
+        known = parents[key].is_in(frame.get_column(key).cast(pl.String).implode()).all()
+        if not known or parents.height != frame.height or parents[key].n_unique() != frame.height:
+            raise StepError(
+                f"step {step.name}: every input row must have output rows or be dropped, once"
+            )
+        return
     if frame.height != kept + dropped:
         raise StepError(
             f"step {step.name}: {frame.height} rows in but {kept} kept + {dropped} dropped"

@@ -1,0 +1,87 @@
+"""A scripted OpenAI-compatible chat server on 127.0.0.1 for exact tests.
+
+Each model is a function `(user text, sample index) -> reply text`; the sample index is the
+request's `seed` minus the base seed the test uses (cascade asks for sample i with seed
+`seed + i`). So a test knows, per prompt and model, exactly which samples are right, and
+therefore every pass rate, majority answer and judge verdict.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+Reply = Callable[[str, int], str]
+
+
+class ScriptedServer:
+    """`with ScriptedServer({"weak": reply, ...}) as server:` then use `server.base_url`."""
+
+    def __init__(self, models: dict[str, Reply], base_seed: int = 0) -> None:
+        self.models = models
+        self.base_seed = base_seed
+        self.requests: list[dict] = []
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with server._lock:
+                    server.requests.append(body)
+                reply = server.models.get(body.get("model"))
+                if self.path != "/v1/chat/completions" or reply is None:
+                    self._send(404, {"error": {"message": f"no model {body.get('model')!r}"}})
+                    return
+                user = [m["content"] for m in body["messages"] if m["role"] == "user"][-1]
+                index = int(body.get("seed", server.base_seed)) - server.base_seed
+                text = reply(user, index)
+                words = len(text.split())
+                self._send(
+                    200,
+                    {
+                        "id": "scripted",
+                        "object": "chat.completion",
+                        "model": body["model"],
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": {"role": "assistant", "content": text},
+                                "finish_reason": "stop",
+                            }
+                        ],
+                        "usage": {"prompt_tokens": len(user.split()), "completion_tokens": words},
+                    },
+                )
+
+            def _send(self, status: int, payload: dict) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self._http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._http.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._http.server_address[1]}/v1"
+
+    def requests_for(self, model: str) -> int:
+        with self._lock:
+            return sum(1 for r in self.requests if r.get("model") == model)
+
+    def __enter__(self) -> ScriptedServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._http.shutdown()
+        self._http.server_close()
