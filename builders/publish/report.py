@@ -27,7 +27,6 @@ from markupsafe import Markup
 from builders.publish import charts
 from builders.publish.evidence import (
     BenchmarkItems,
-    Evidence,
     RowSample,
     answer_of,
     evidence_for,
@@ -402,7 +401,7 @@ def drop_samples(
 
 
 @cache
-def _environment() -> jinja2.Environment:
+def environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
         autoescape=True,
@@ -417,7 +416,7 @@ def _environment() -> jinja2.Environment:
 
 def template(name: str) -> jinja2.Template:
     """A template of this package (the server renders its pages' evidence with them too)."""
-    return _environment().get_template(name)
+    return environment().get_template(name)
 
 
 def report_charts(data: ReportData) -> dict[str, Markup]:
@@ -485,8 +484,3 @@ def write_report(
 def default_report_path(directory: str | os.PathLike[str], name: str, version: int) -> Path:
     """Where a build's report goes: next to its manifest."""
     return manifest_path(directory, name, version).with_suffix(".html")
-
-
-def evidence_html(evidence: Evidence) -> Markup:
-    """One evidence block as HTML (for pages other than the report)."""
-    return Markup(template("evidence.html.j2").module.evidence(evidence))  # type: ignore[attr-defined]
