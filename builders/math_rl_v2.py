@@ -1,12 +1,18 @@
 """math_rl_v2: prompts for the Math RL stage.
 
-Following the Cascade recipe's Math RL data section: competition math prompts whose answers
-a rule verifier can check, so we drop what cannot be verified (multiple choice, proofs,
-several questions at once, figures we do not have, non-English text, missing or unparseable
-reference answers); decontaminate against the evaluation benchmarks with word 9-grams; and
-remove exact and near duplicates, keeping template siblings that ask different questions.
-Teacher generation, answer verification and difficulty filtering by pass rate extend this
-list as later steps.
+Following the Cascade recipe's Math RL data section (AceReason-Math, 49K -> 14K in the
+paper): competition math prompts whose answers a rule verifier can check, so we drop what
+cannot be verified (multiple choice, proofs, several questions at once, figures we do not
+have, non-English text, missing or unparseable reference answers); decontaminate against the
+evaluation benchmarks with word 9-grams; remove exact and near duplicates, keeping template
+siblings that ask different questions; keep only problems whose reference a teacher's
+majority answer agrees with (noisy sources: DeepSeek-R1, up to 8 attempts); drop what a
+7B-class weak model already solves in >= 75% of 16 samples; and keep the RL prompts disjoint
+from the math SFT sets.
+
+Each model is a parameter (`teacher`, `weak`: an HF id or local path on vLLM or
+transformers, or a model behind an OpenAI-compatible endpoint); set one to `none` to skip
+its step (the demo profile has no model).
 """
 
 from __future__ import annotations
@@ -14,16 +20,22 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from builders.runner import Build, BuildError
-from curation.benchmarks import load_benchmarks
+from builders.runner import Build
 from curation.decontaminate import decontaminate
 from curation.dedup import exact_dedup, near_dedup
+from curation.difficulty import (
+    difficulty_filter,
+    disjoint_from,
+    majority_answer_check,
+    measure_pass_rates,
+)
 from curation.filters import DEFAULT_RULES, filter_math_rl_prompts
+from curation.generate.samples import Sampler
 from lake.steps import Step
-from schemas.dataset_manifest import BenchmarkUsed
 
 NAME = "math_rl_v2"
 DOMAIN = "math"
+BOXED = "Please reason step by step, and put your final answer within \\boxed{}."
 DEFAULTS: dict[str, Any] = {
     "rules": list(DEFAULT_RULES),
     "benchmarks": ["aime24", "aime25", "math500", "amc", "minerva", "olympiadbench"],
@@ -32,14 +44,34 @@ DEFAULTS: dict[str, Any] = {
     "decontam_rule": "boilerplate-aware",
     "near_dup_threshold": 0.6,
     "num_perm": 112,
+    "teacher": {
+        "model": "deepseek-ai/DeepSeek-R1",
+        "backend": "vllm",
+        "k": 8,
+        "temperature": 0.6,
+        "top_p": 0.95,
+        "max_new_tokens": 32768,
+        "system_prompt": BOXED,
+    },
+    "weak": {
+        "model": "nvidia/AceReason-Nemotron-7B",
+        "backend": "vllm",
+        "k": 16,
+        "temperature": 0.6,
+        "top_p": 0.95,
+        "max_new_tokens": 32768,
+        "system_prompt": BOXED,
+    },
+    "too_easy_at": 0.75,
+    "sft_datasets": ["math_sft"],
     "on_error": "raise",
 }
 
 
 def steps(params: dict[str, Any], build: Build) -> list[Step]:
     """The recipe, top to bottom."""
-    benchmarks = _benchmarks(params, build)
-    return [
+    benchmarks = build.load_benchmarks(params["benchmarks"], params["benchmark_dir"])
+    recipe = [
         Step("rule_filters", filter_math_rl_prompts, {"rules": params["rules"]}, scope="rows"),
         Step(
             "decontaminate",
@@ -59,6 +91,41 @@ def steps(params: dict[str, Any], build: Build) -> list[Step]:
             partition="lsh_bands",
         ),
     ]
+    if params["teacher"]:
+        recipe.append(
+            Step(
+                "majority_answer",
+                majority_answer_check,
+                {"lake": build.lake, "sampler": Sampler.from_params(params["teacher"])},
+                scope="rows",
+            )
+        )
+    if params["weak"]:
+        weak = Sampler.from_params(params["weak"])
+        recipe += [
+            Step(
+                "weak_pass_rate",
+                measure_pass_rates,
+                {"lake": build.lake, "label": "weak", "sampler": weak, "verifier": "math"},
+                scope="rows",
+            ),
+            Step(
+                "too_easy",
+                difficulty_filter,
+                {"easy_label": "weak", "easy_at_least": params["too_easy_at"]},
+                scope="rows",
+            ),
+        ]
+    if params["sft_datasets"]:
+        recipe.append(
+            Step(
+                "disjoint_from_sft",
+                disjoint_from,
+                {"lake": build.lake, "datasets": params["sft_datasets"]},
+                partition="lsh_bands",
+            )
+        )
+    return recipe
 
 
 def demo_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
@@ -66,24 +133,8 @@ def demo_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
     from builders.demo_corpus import write_demo_corpus
 
     files = write_demo_corpus(workdir / "demo")
-    return [str(p) for p in files.sources], {"benchmarks": [str(files.benchmark)]}
+    no_models = {"teacher": None, "weak": None, "sft_datasets": []}
+    return [str(p) for p in files.sources], {"benchmarks": [str(files.benchmark)], **no_models}
 
 
 PROFILES = {"demo": demo_profile}
-
-
-def _benchmarks(params: dict[str, Any], build: Build) -> list:
-    if build.dry_run:
-        return list(params["benchmarks"])
-    where = params["benchmark_dir"]
-    if where and not Path(where).is_dir():
-        raise BuildError(f"benchmark_dir {where}: no such directory")
-    try:
-        loaded = load_benchmarks(params["benchmarks"], local_dir=params["benchmark_dir"] or None)
-    except (FileNotFoundError, KeyError, ValueError) as exc:
-        raise BuildError(f"cannot load benchmarks {params['benchmarks']}: {exc}") from None
-    build.benchmarks = [
-        BenchmarkUsed(name=b.name, items=len(b.ids), content_hash=b.content_hash, origin=b.origin)
-        for b in loaded
-    ]
-    return loaded

@@ -18,6 +18,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from curation.benchmarks import load_benchmarks
 from curation.ingest import ingest
 from lake.catalog import Lake
 from lake.files import code_version
@@ -49,6 +50,28 @@ class Build:
     benchmarks: list[BenchmarkUsed] = field(default_factory=list)
     dry_run: bool = False
 
+    def load_benchmarks(self, names: list[str], benchmark_dir: str = "") -> list:
+        """The benchmark sets a step decontaminates against, recorded for the manifest.
+
+        Names are looked up in `benchmark_dir` first (a missing directory is an error, not
+        an unknown benchmark), then in the registry; files and directories work too.
+        """
+        if self.dry_run:
+            return list(names)
+        if benchmark_dir and not Path(benchmark_dir).is_dir():
+            raise BuildError(f"benchmark_dir {benchmark_dir}: no such directory")
+        try:
+            loaded = load_benchmarks(names, local_dir=benchmark_dir or None)
+        except (FileNotFoundError, KeyError, ValueError) as exc:
+            raise BuildError(f"cannot load benchmarks {names}: {exc}") from None
+        self.benchmarks += [
+            BenchmarkUsed(
+                name=b.name, items=len(b.ids), content_hash=b.content_hash, origin=b.origin
+            )
+            for b in loaded
+        ]
+        return loaded
+
 
 @dataclass
 class BuildReport:
@@ -57,38 +80,64 @@ class BuildReport:
 
 
 def parse_overrides(pairs: list[str], defaults: dict[str, Any]) -> dict[str, Any]:
-    """Parse `key=value` overrides, typed like the recipe's default for that key."""
+    """Parse `key=value` overrides, typed like the recipe's default for that key.
+
+    A dict parameter (a model's settings) takes `key.field=value` for one field, a JSON
+    object for all of it, or `none` to turn the step that uses it off.
+    """
     params: dict[str, Any] = {}
     for pair in pairs:
         key, sep, raw = pair.partition("=")
         if not sep:
             raise BuildError(f"bad --set {pair!r}: expected key=value")
-        if key not in defaults:
+        name, dot, sub = key.partition(".")
+        if name not in defaults:
             raise BuildError(
-                f"unknown parameter {key!r}; parameters: {', '.join(sorted(defaults))}"
+                f"unknown parameter {name!r}; parameters: {', '.join(sorted(defaults))}"
             )
-        default = defaults[key]
-        try:
-            if isinstance(default, bool):
-                if raw.lower() not in ("true", "false", "1", "0", "yes", "no"):
-                    raise ValueError(raw)
-                value: Any = raw.lower() in ("true", "1", "yes")
-            elif isinstance(default, int):
-                value = int(raw)
-            elif isinstance(default, float):
-                value = float(raw)
-            elif isinstance(default, list):
-                value = [v.strip() for v in raw.split(",") if v.strip()]
-            elif isinstance(default, dict):
-                value = json.loads(raw)
-            else:
-                value = raw
-        except ValueError:
-            raise BuildError(
-                f"bad --set {key}={raw!r}: expected a {type(default).__name__}"
-            ) from None
-        params[key] = value
+        default = defaults[name]
+        if dot:
+            base = params.get(name, default)
+            if not isinstance(base, dict):
+                raise BuildError(f"bad --set {key}: {name!r} has no fields")
+            params[name] = {**base, sub: _typed(key, raw, base.get(sub, _json_or_text(raw)))}
+        else:
+            params[name] = _typed(key, raw, default)
     return params
+
+
+def _json_or_text(raw: str) -> Any:
+    """A field with no default: JSON when it parses (objects, numbers, true), else text."""
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+def _typed(key: str, raw: str, default: Any) -> Any:
+    try:
+        if isinstance(default, bool):
+            if raw.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                raise ValueError(raw)
+            return raw.lower() in ("true", "1", "yes")
+        if isinstance(default, int):
+            return int(raw)
+        if isinstance(default, float):
+            return float(raw)
+        if isinstance(default, list):
+            return [v.strip() for v in raw.split(",") if v.strip()]
+        if not isinstance(default, str | dict) and default is not None:
+            return json.loads(raw)
+        if isinstance(default, dict) or default is None:
+            if raw.lower() in ("none", "null", "off"):
+                return None
+            value = json.loads(raw) if raw.lstrip().startswith("{") else raw
+            if isinstance(default, dict) and not isinstance(value, dict):
+                raise ValueError(raw)
+            return value
+        return raw
+    except ValueError:
+        raise BuildError(f"bad --set {key}={raw!r}: expected a {type(default).__name__}") from None
 
 
 def recipe_steps(recipe: ModuleType, overrides: dict[str, Any] | None = None) -> list[Step]:

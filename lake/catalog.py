@@ -775,6 +775,9 @@ class Lake:
                     )
                     _test_pause("in_transaction")
                     con.execute("COMMIT")
+                    # DuckLake's in-connection catalog cache can lose older snapshots after a
+                    # CREATE OR REPLACE (time travel then fails): read with a fresh connection.
+                    self.close()
                     self._snapshots.clear()
                     return [self.resolve(i.ref) for i in infos]
                 except BaseException as exc:

@@ -68,6 +68,8 @@ class ScriptedServer:
                 self.wfile.write(data)
 
         self._http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._http.daemon_threads = True  # a stalled reply must not hold up shutdown
+        self._http.block_on_close = False
         self._thread = threading.Thread(target=self._http.serve_forever, daemon=True)
 
     @property

@@ -414,3 +414,19 @@ def test_migrate_an_old_format_lake(tmp_path: Path) -> None:
     assert new.sql("SELECT output_table, output_version, uid FROM drops").fetchall() == [
         ("p", 1, "x")
     ]
+
+
+def test_time_travel_after_a_table_is_replaced_in_the_same_process(tmp_path: Path) -> None:
+    # DuckLake's in-connection cache lost older snapshots after this connection replaced a
+    # table another connection had made, and reading "a@1" then failed inside a long build
+    # ("Table with name a does not exist at version 3"); commits now start afresh.
+    first = Lake(tmp_path / "lake")
+    first.commit("a", prompts(2), kind="prompts")
+    first.commit("b", prompts(2), kind="prompts")
+    lake = Lake(tmp_path / "lake")
+    lake.commit("b", prompts(3), kind="prompts")
+    lake.commit("drops", drops(["x"]), kind="drops", mode="append")
+    lake.commit("drops", drops(["y"]), kind="drops", mode="append")
+    lake.commit("c", prompts(1), kind="prompts")
+    assert lake.read("a@1").num_rows == 2
+    assert lake.read("b@1").num_rows == 2

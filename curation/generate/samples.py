@@ -40,6 +40,9 @@ GENERATION_COLUMNS = (
 )
 """What a sampling step copies from the generations table onto each response row."""
 
+COMMIT_EVERY = 64
+"""Samples per generations commit inside a build: a killed build loses at most this many."""
+
 
 @dataclass(frozen=True)
 class Sampler:
@@ -127,6 +130,8 @@ def generations_for(
         seed=sampler.seed,
         backend_options=sampler.backend_options or None,
         backend_factory=backend_factory,
+        chunk_size=COMMIT_EVERY,
+        flush_seconds=30.0,
         show_progress=False,
     )
     jobs = plan_jobs(
