@@ -108,7 +108,7 @@ def export_dataset(
         for split, rows in split_rows.items():
             where = "WHERE split = ?" if "split" in columns else ""
             params = [split] if "split" in columns else []
-            reader = con.execute(f'SELECT * FROM "{info.ref}" {where}', params).fetch_record_batch(
+            reader = con.execute(f'SELECT * FROM "{info.ref}" {where}', params).to_arrow_reader(
                 min(rows_per_shard, 100_000)
             )
             shards = max(1, math.ceil(rows / rows_per_shard))
