@@ -268,7 +268,6 @@ class _RLStageBase(_StageBase):
         description="length curriculum: end the stage once a step's share of responses cut at "
         "max_response_len is at or below this",
     )
-    evaluation: EvalSpec | None = None
 
     @model_validator(mode="after")
     def _rl_datasets(self) -> _RLStageBase:
@@ -328,6 +327,7 @@ class GRPOStage(_RLStageBase):
     readmit_hard: float = Field(0.10, ge=0, le=1, description="epoch filtering: p(re-admit 0%)")
     readmit_easy: float = Field(0.01, ge=0, le=1, description="epoch filtering: p(re-admit 100%)")
     reward_workers: int = Field(4, gt=0, description="threads scoring groups during generation")
+    evaluation: EvalSpec | None = None
 
     @model_validator(mode="after")
     def _grpo_consistent(self) -> GRPOStage:

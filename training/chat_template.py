@@ -103,7 +103,29 @@ class TokenizedChat:
 
 
 def parse_messages(raw: Sequence[object], where: str) -> list[Message]:
-    """Turn dicts like {"role", "content", "reasoning"?} into Messages, naming bad entries."""
+    """Turn dicts like {"role", "content", "reasoning"?} into Messages, naming bad entries.
+
+    The conversation must hold an assistant turn (something to train on).
+    """
+    messages = _parse(raw, where)
+    if not any(m.role == "assistant" for m in messages):
+        raise ChatFormatError(f"{where}: conversation has no assistant turn to train on")
+    return messages
+
+
+def parse_prompt(raw: object, where: str) -> list[Message]:
+    """An RL prompt: a conversation that ends with a user (or tool) turn, awaiting the reply."""
+    if not isinstance(raw, list | tuple) or not raw:
+        raise ChatFormatError(f"{where}: prompt is not a non-empty list of messages")
+    messages = _parse(raw, where)
+    if messages[-1].role not in ("user", "tool"):
+        raise ChatFormatError(
+            f"{where}: prompt ends with a {messages[-1].role} turn; it must end with the user's"
+        )
+    return messages
+
+
+def _parse(raw: Sequence[object], where: str) -> list[Message]:
     messages = []
     for i, item in enumerate(raw):
         if not isinstance(item, dict):
@@ -121,8 +143,6 @@ def parse_messages(raw: Sequence[object], where: str) -> list[Message]:
                 f"{where}: message {i} ({role}) has reasoning; only assistant may"
             )
         messages.append(Message(role, content, reasoning))
-    if not any(m.role == "assistant" for m in messages):
-        raise ChatFormatError(f"{where}: conversation has no assistant turn to train on")
     return messages
 
 

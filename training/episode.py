@@ -1,0 +1,98 @@
+"""The one contract between rollout and update: an `Episode` per sampled response.
+
+Rollout fills in the tokens and the engine's log-probs, scoring fills in the reward, the
+advantage step fills in the advantage and whether the episode is trained on; the update reads
+nothing else. Group statistics (z-scores) are pure functions over a group's rewards.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from training.chat_template import Mode
+
+Z_EPS = 1e-6  # added to a group's std so near-constant groups do not explode
+
+
+@dataclass
+class Episode:
+    """One response to one prompt, from sampling to update.
+
+    `trained` is False for responses that must not move the policy: undecided rewards (a
+    verifier timeout), responses cut at the length cap under overlong filtering, and groups a
+    filter kept only to fill the batch. Untrained episodes add nothing to the loss and do not
+    count in its normalizer.
+    """
+
+    draw: int  # position of the prompt in the stage's stream of prompts
+    sample: int  # index of this response among its prompt's rollouts
+    prompt_uid: str
+    mode: Mode
+    prompt_ids: list[int]
+    response_ids: list[int]
+    rollout_logprobs: list[float]
+    finish_reason: str
+    domain: str | None = None  # MOPD: which teacher scores it
+    response_text: str = ""
+    reward: float | None = None
+    code_switched: bool = False
+    advantage: float = 0.0
+    trained: bool = True
+
+    @property
+    def truncated(self) -> bool:
+        return self.finish_reason == "length"
+
+    @property
+    def solved(self) -> bool:
+        """A positive reward counts as solved (epoch filtering, pass rates)."""
+        return self.reward is not None and self.reward > 0
+
+
+def z_scores(values: Sequence[float]) -> list[float]:
+    """(v - mean) / (population std + Z_EPS); all zeros for a constant group.
+
+    >>> [round(z, 4) for z in z_scores([1.0, 0.0, 0.0, 1.0])]
+    [1.0, -1.0, -1.0, 1.0]
+    >>> z_scores([0.5, 0.5])
+    [0.0, 0.0]
+    """
+    if not values:
+        return []
+    mean = sum(values) / len(values)
+    std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+    if std == 0:
+        return [0.0] * len(values)
+    return [(v - mean) / (std + Z_EPS) for v in values]
+
+
+def group_advantages(rewards: Sequence[float | None], shaping: str = "none") -> list[float]:
+    """GRPO advantages of one group: z-score of the decided rewards (None -> 0).
+
+    `shaping="tanh"` squashes the z-scores into [-1, 1] (the recipe's RLHF stabilizer).
+
+    >>> [round(a, 3) for a in group_advantages([1.0, 0.0, None, 0.0])]
+    [1.414, -0.707, 0.0, -0.707]
+    >>> [round(a, 3) for a in group_advantages([1.0, 0.0], shaping="tanh")]
+    [0.762, -0.762]
+    """
+    decided = [r for r in rewards if r is not None]
+    z = iter(z_scores(decided))
+    out = [next(z) if r is not None else 0.0 for r in rewards]
+    if shaping == "tanh":
+        out = [math.tanh(a) for a in out]
+    elif shaping != "none":
+        raise ValueError(f"unknown reward shaping {shaping!r}")
+    return out
+
+
+def has_signal(rewards: Sequence[float | None]) -> bool:
+    """A group carries gradient only when its decided rewards are not all equal.
+
+    >>> has_signal([1.0, 1.0, None]), has_signal([1.0, 0.0])
+    (False, True)
+    """
+    decided = {r for r in rewards if r is not None}
+    return len(decided) > 1

@@ -1,0 +1,23 @@
+"""Rollout engines: sample responses from the current policy, with their log-probs.
+
+`make_engine(spec, ...)` builds the `hf` engine (transformers, CPU or GPU) or the optional
+`vllm` engine (imported only when chosen).
+"""
+
+from training.rollout.engine import (
+    Rollout,
+    RolloutEngine,
+    RolloutRequest,
+    SamplingParams,
+    make_engine,
+    sampling_logprobs,
+)
+
+__all__ = [
+    "Rollout",
+    "RolloutEngine",
+    "RolloutRequest",
+    "SamplingParams",
+    "make_engine",
+    "sampling_logprobs",
+]

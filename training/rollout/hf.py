@@ -1,0 +1,294 @@
+"""The `hf` rollout engine: a transformers model decoding rows that refill as they finish.
+
+RL response lengths have long tails: in a plain `generate` batch, every row waits for the
+longest, so most of the batch decodes padding at the end. Here a fixed set of row slots shares
+one static KV cache (`RowCache`, allocated once per width and reused); each row writes at its
+own positions, so the moment a row stops (stop token or length cap) the next prompt is
+prefilled into that slot and decoding goes on at full width.
+
+Sampling is per row and seeded per request (inverse-CDF sampling on uniforms drawn from the
+request's own generator), with temperature, then transformers' top-k and top-p warpers: a
+sample depends only on the weights, its prompt and its seed, not on what else shared the batch.
+Greedy decoding (temperature 0) takes the argmax, token for token what `model.generate` does.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from training.rollout.engine import Rollout, RolloutRequest, SamplingParams
+
+
+class RowCache:
+    """Static K/V tensors [slots, kv_heads, width, head_dim] per layer, written per row.
+
+    Before each forward the engine sets `rows` (the slots in this forward, None = all slots in
+    order) and `positions` ([rows, query_len] cache columns the new keys go to); `update` writes
+    there and returns the first `width_used` columns of those rows. The attention mask the
+    engine passes keeps each row to its own written columns.
+    """
+
+    def __init__(
+        self,
+        layers: int,
+        slots: int,
+        kv_heads: int,
+        width: int,
+        head_dim: int,
+        dtype: torch.dtype,
+        device: torch.device,
+    ) -> None:
+        shape = (slots, kv_heads, width, head_dim)
+        self.keys = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(layers)]
+        self.values = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(layers)]
+        self.slots, self.width = slots, width
+        self.rows: torch.Tensor | None = None
+        self.positions = torch.zeros(0)
+        self.width_used = 0
+
+    def update(
+        self, key: torch.Tensor, value: torch.Tensor, layer_idx: int, kwargs: object = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        rows = self.rows
+        index_rows = torch.arange(key.shape[0], device=key.device) if rows is None else rows
+        rows_2d = index_rows[:, None].expand_as(self.positions)
+        # [b, heads, q, dim] -> [b, q, heads, dim] to match cache[rows, :, positions]
+        self.keys[layer_idx][rows_2d, :, self.positions] = key.transpose(1, 2)
+        self.values[layer_idx][rows_2d, :, self.positions] = value.transpose(1, 2)
+        width = self.width_used
+        if rows is None:
+            return self.keys[layer_idx][:, :, :width], self.values[layer_idx][:, :, :width]
+        return self.keys[layer_idx][rows, :, :width], self.values[layer_idx][rows, :, :width]
+
+
+@dataclass
+class _Slot:
+    request: int
+    pos: int  # next cache column to write (= tokens so far)
+    cap: int  # max new tokens for this request
+    last: int  # last sampled token, fed at the next decode step
+    tokens: list[int]
+    logprobs: list[float]
+
+
+class HfEngine:
+    """`batch_size` row slots decoding together; see the module docstring."""
+
+    name = "hf"
+
+    def __init__(self, model: torch.nn.Module, batch_size: int) -> None:
+        config = model.config
+        if "sliding_attention" in (getattr(config, "layer_types", None) or []):
+            raise ValueError("the hf rollout engine does not support sliding-window layers")
+        self.model = model.eval()
+        self.batch_size = batch_size
+        self.device = next(model.parameters()).device
+        self.dtype = next(model.parameters()).dtype
+        self._cache: RowCache | None = None
+
+    @classmethod
+    def from_policy(cls, policy: torch.nn.Module, batch_size: int) -> HfEngine:
+        """An inference copy of `policy`'s architecture (SDPA, no grad); weights come from
+        `load_weights` (the loop syncs them before every rollout)."""
+        from transformers import AutoModelForCausalLM
+
+        param = next(policy.parameters())
+        model = AutoModelForCausalLM.from_config(
+            policy.config, attn_implementation="sdpa", dtype=param.dtype
+        )
+        model.requires_grad_(False)
+        return cls(model.to(param.device if param.numel() else "cpu"), batch_size)
+
+    @torch.no_grad()
+    def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+        own = dict(self.model.named_parameters())
+        seen = set()
+        for name, tensor in weights:
+            name = name.removeprefix("module.")
+            if name not in own:
+                raise KeyError(f"rollout model has no parameter {name!r}")
+            own[name].copy_(tensor)
+            seen.add(name)
+        missing = sorted(set(own) - seen)
+        if missing:
+            raise KeyError(f"weights for {missing[:3]} (and {len(missing) - 3} more) not given")
+
+    def close(self) -> None:
+        self._cache = None
+
+    # ------------------------------------------------------------------ decoding -------------
+
+    def generate(
+        self, requests: Sequence[RolloutRequest], sampling: SamplingParams
+    ) -> Iterator[Rollout]:
+        """Yield a Rollout per request as each finishes (see the module docstring)."""
+        requests = list(requests)
+        if not requests:
+            return
+        caps = [
+            min(r.max_new_tokens or sampling.max_new_tokens, sampling.max_new_tokens)
+            for r in requests
+        ]
+        width = max(len(r.prompt_ids) + cap for r, cap in zip(requests, caps, strict=True))
+        cache = self._cache_for(min(self.batch_size, len(requests)), width)
+        stops = set(sampling.stop_token_ids)
+        uniforms = torch.zeros(cache.slots, max(caps), device=self.device)
+        slots: list[_Slot | None] = [None] * cache.slots
+        pending = deque(range(len(requests)))
+
+        def record(slot: int, token: int, logprob: float) -> Rollout | None:
+            state = slots[slot]
+            assert state is not None
+            state.tokens.append(token)
+            state.logprobs.append(logprob)
+            state.last = token
+            stopped = token in stops
+            if stopped or len(state.tokens) >= state.cap:
+                slots[slot] = None
+                return Rollout(
+                    requests[state.request].key,
+                    state.tokens,
+                    state.logprobs,
+                    "stop" if stopped else "length",
+                )
+            return None
+
+        with torch.inference_mode():
+            while pending or any(s is not None for s in slots):
+                # --- refill free slots: prefill their prompts, sample each first token -------
+                admitted = []
+                for slot in range(cache.slots):
+                    if slots[slot] is None and pending:
+                        index = pending.popleft()
+                        request = requests[index]
+                        cap = caps[index]
+                        slots[slot] = _Slot(index, len(request.prompt_ids), cap, -1, [], [])
+                        generator = torch.Generator().manual_seed(request.seed)
+                        uniforms[slot, :cap] = torch.rand(cap, generator=generator).to(self.device)
+                        admitted.append(slot)
+                if admitted:
+                    logits = self._prefill(
+                        cache, admitted, [requests[slots[s].request] for s in admitted]
+                    )  # type: ignore[union-attr]
+                    for slot, token, logprob in self._sample(
+                        logits, admitted, slots, uniforms, sampling
+                    ):
+                        if (done := record(slot, token, logprob)) is not None:
+                            yield done
+                # --- one decode step for every row that has a token to feed ------------------
+                live = [s for s in range(cache.slots) if slots[s] is not None and slots[s].tokens]  # type: ignore[union-attr]
+                if not live:
+                    continue
+                logits = self._decode(cache, live, slots)
+                for slot, token, logprob in self._sample(logits, live, slots, uniforms, sampling):
+                    if (done := record(slot, token, logprob)) is not None:
+                        yield done
+
+    def _cache_for(self, slots: int, width: int) -> RowCache:
+        """Reuse the static cache when it is large enough; grow it otherwise."""
+        cached = self._cache
+        if cached is None or cached.slots < slots or cached.width < width:
+            config = self.model.config
+            heads = config.num_attention_heads
+            head_dim = getattr(config, "head_dim", None) or config.hidden_size // heads
+            cached = RowCache(
+                config.num_hidden_layers,
+                max(slots, cached.slots if cached else 0),
+                getattr(config, "num_key_value_heads", None) or heads,
+                max(width, cached.width if cached else 0),
+                head_dim,
+                self.dtype,
+                self.device,
+            )
+            self._cache = cached
+        return cached
+
+    def _prefill(
+        self, cache: RowCache, admitted: list[int], requests: list[RolloutRequest]
+    ) -> torch.Tensor:
+        """Run the new rows' prompts (right-padded) into their slots; last-token logits."""
+        lengths = [len(r.prompt_ids) for r in requests]
+        longest = max(lengths)
+        ids = torch.zeros(len(admitted), longest, dtype=torch.long)
+        for i, request in enumerate(requests):
+            ids[i, : lengths[i]] = torch.as_tensor(list(request.prompt_ids), dtype=torch.long)
+        positions = torch.arange(longest).expand(len(admitted), longest).to(self.device)
+        # Padded tail positions are written too, then overwritten by decoding before any
+        # real token can attend to them (the mask below lets a row see only columns <= pos).
+        causal = torch.ones(longest, longest, dtype=torch.bool, device=self.device).tril()
+        cache.rows = torch.tensor(admitted, device=self.device)
+        cache.positions = positions
+        cache.width_used = longest
+        last = torch.tensor(lengths, device=self.device)[:, None] - 1
+        out = self.model(
+            input_ids=ids.to(self.device),
+            position_ids=positions,
+            attention_mask=causal[None, None].expand(len(admitted), 1, longest, longest),
+            cache=cache,
+            use_cache=True,
+            logits_to_keep=last,
+        )
+        return out.logits[:, -1]
+
+    def _decode(self, cache: RowCache, live: list[int], slots: list[_Slot | None]) -> torch.Tensor:
+        """Feed each live row its last token at its own position; next-token logits."""
+        states = [slots[s] for s in live]
+        pos = torch.tensor([s.pos for s in states], device=self.device)  # type: ignore[union-attr]
+        tokens = torch.tensor([[s.last] for s in states], device=self.device)  # type: ignore[union-attr]
+        cache.rows = (
+            None if live == list(range(cache.slots)) else torch.tensor(live, device=self.device)
+        )
+        cache.positions = pos[:, None]
+        cache.width_used = int(pos.max()) + 1
+        columns = torch.arange(cache.width_used, device=self.device)
+        mask = (columns[None, :] <= pos[:, None])[:, None, None, :]
+        out = self.model(
+            input_ids=tokens,
+            position_ids=pos[:, None],
+            attention_mask=mask,
+            cache=cache,
+            use_cache=True,
+        )
+        for state in states:
+            state.pos += 1  # type: ignore[union-attr]
+        return out.logits[:, -1]
+
+    def _sample(
+        self,
+        logits: torch.Tensor,
+        rows: list[int],
+        slots: list[_Slot | None],
+        uniforms: torch.Tensor,
+        sampling: SamplingParams,
+    ) -> list[tuple[int, int, float]]:
+        """(slot, token, log-prob) per row: argmax when greedy, else seeded inverse-CDF."""
+        logits = logits.float()
+        if sampling.temperature == 0:
+            tokens = logits.argmax(dim=-1)
+            logprobs = torch.log_softmax(logits, dim=-1)
+        else:
+            scaled = logits / sampling.temperature
+            logprobs = torch.log_softmax(scaled, dim=-1)
+            warped = _warp(scaled, sampling)
+            cdf = torch.softmax(warped, dim=-1).cumsum(dim=-1)
+            steps = torch.tensor([len(slots[r].tokens) for r in rows], device=logits.device)  # type: ignore[union-attr]
+            draw = uniforms[torch.tensor(rows, device=logits.device), steps][:, None]
+            tokens = torch.searchsorted(cdf, draw * cdf[:, -1:], right=True).squeeze(1)
+            tokens = tokens.clamp_(max=logits.shape[-1] - 1)
+        chosen = logprobs.gather(1, tokens[:, None]).squeeze(1)
+        return list(zip(rows, tokens.tolist(), chosen.tolist(), strict=True))
+
+
+def _warp(scaled: torch.Tensor, sampling: SamplingParams) -> torch.Tensor:
+    """Top-k then top-p on temperature-scaled logits, with transformers' own warpers."""
+    from transformers import TopKLogitsWarper, TopPLogitsWarper
+
+    if sampling.top_k > 0:
+        scaled = TopKLogitsWarper(sampling.top_k)(None, scaled)  # type: ignore[arg-type]
+    if sampling.top_p < 1.0:
+        scaled = TopPLogitsWarper(sampling.top_p)(None, scaled)  # type: ignore[arg-type]
+    return scaled
