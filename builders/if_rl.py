@@ -1,0 +1,124 @@
+"""if_rl: prompts for the IF-RL stage, general prompts with verifiable IFEval-taxonomy constraints.
+
+Following the Cascade recipe's IF-RL data (Llama-Nemotron IF prompts with 1-10 IFEval-taxonomy
+constraints; LMSYS-Chat-1M prompts with IFEval-taxonomy constraints attached): decontaminate
+the general prompts against IFEval with word 9-grams, remove exact and near duplicates, keep
+them disjoint from the general SFT prompts, then attach 1..N instructions of the IFEval
+taxonomy to each, never two that contradict each other, and each set checked to be
+satisfiable under the IF verifier that rewards the RL stage. Decontamination, dedup and
+disjointness look at the prompt as written, before instructions are attached: IFEval's own
+items carry the same instruction wording, which would otherwise match every row.
+
+The recipe's IF-RL filters at batch level during RL (groups all right or all wrong carry no
+gradient), so a pass-rate filter here is optional: set `policy` to a model (an HF id, a local
+path, or a model behind an OpenAI-compatible endpoint) to drop prompts it always or never
+satisfies.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from builders.runner import Build
+from curation.decontaminate import decontaminate
+from curation.dedup import exact_dedup, near_dedup
+from curation.difficulty import difficulty_filter, disjoint_from
+from curation.generate.samples import Sampler
+from curation.instructions import attach_instructions, measure_instruction_pass_rates
+from lake.steps import Step
+
+NAME = "if_rl"
+DOMAIN = "if"
+OUTPUT_KIND = "prompts"
+DEFAULTS: dict[str, Any] = {
+    "benchmarks": ["ifeval"],
+    "benchmark_dir": "",
+    "ngram": 9,
+    "decontam_rule": "boilerplate-aware",
+    "near_dup_threshold": 0.6,
+    "num_perm": 112,
+    "sft_datasets": ["sft_general"],
+    "instructions_per_prompt": [1, 3],
+    "instruction_ids": [],
+    "max_prompt_words": 1024,
+    "seed": 0,
+    "policy": None,
+    "too_easy_at": 1.0,
+    "too_hard_at": 0.0,
+    "generations_table": "if_rl_generations",
+    "on_error": "raise",
+}
+"""`instruction_ids` empty = all 25 types the IF verifier checks; `policy` None = no pass-rate
+step (else a sampler's settings: model, backend, k, temperature, ...)."""
+
+
+def steps(params: dict[str, Any], build: Build) -> list[Step]:
+    """The recipe, top to bottom."""
+    benchmarks = build.load_benchmarks(params["benchmarks"], params["benchmark_dir"])
+    recipe = [
+        Step(
+            "decontaminate",
+            decontaminate,
+            {"benchmarks": benchmarks, "n": params["ngram"], "rule": params["decontam_rule"]},
+            scope="rows",
+        ),
+        Step("exact_dedup", exact_dedup, {"id_column": "uid"}, partition="normalized_text"),
+        Step(
+            "near_dedup",
+            near_dedup,
+            {
+                "threshold": params["near_dup_threshold"],
+                "num_perm": params["num_perm"],
+                "id_column": "uid",
+            },
+            partition="lsh_bands",
+        ),
+    ]
+    if params["sft_datasets"]:
+        recipe.append(
+            Step(
+                "disjoint_from_sft",
+                disjoint_from,
+                {"lake": build.lake, "datasets": list(params["sft_datasets"])},
+                partition="lsh_bands",
+            )
+        )
+    recipe.append(
+        Step(
+            "attach_instructions",
+            attach_instructions,
+            {
+                "per_prompt": [int(n) for n in params["instructions_per_prompt"]],
+                "seed": int(params["seed"]),
+                "instruction_ids": list(params["instruction_ids"]) or None,
+                "max_prompt_words": params["max_prompt_words"],
+            },
+            scope="rows",
+        )
+    )
+    if params["policy"]:
+        recipe += [
+            Step(
+                "policy_pass_rate",
+                measure_instruction_pass_rates,
+                {
+                    "lake": build.lake,
+                    "label": "policy",
+                    "sampler": Sampler.from_params(params["policy"]),
+                    "generations_table": params["generations_table"],
+                },
+                scope="rows",
+            ),
+            Step(
+                "difficulty",
+                difficulty_filter,
+                {
+                    "easy_label": "policy",
+                    "easy_at_least": params["too_easy_at"],
+                    "hard_label": "policy",
+                    "hard_at_most": params["too_hard_at"],
+                },
+                scope="rows",
+            ),
+        ]
+    return recipe
