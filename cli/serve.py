@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -30,6 +31,7 @@ from cli.console import CascadeError, console, plain, state
 from lake import Lake, LakeError
 
 MAX_ROWS = 500
+REPORTS_KEPT = 8  # rendered reports kept in memory (versions never change)
 CELL_CHARS = 300
 READ_STATEMENTS = {"SELECT", "EXPLAIN"}
 
@@ -128,7 +130,7 @@ class Viewer:
             loader=jinja2.ChoiceLoader([jinja2.DictLoader(_PAGES), base.loader])  # type: ignore[list-item]
         )
         self.env.globals["zip"] = zip
-        self._reports: dict[tuple[str, str], bytes] = {}
+        self._reports: OrderedDict[tuple[str, str], bytes] = OrderedDict()  # newest last
         self._lock = threading.Lock()
 
     def render(self, template_name: str, status: int = 200, **context: object) -> Page:
@@ -200,10 +202,14 @@ class Viewer:
         key = (info.ref, info.content_hash)
         with self._lock:
             cached = self._reports.get(key)
+            if cached is not None:
+                self._reports.move_to_end(key)
         if cached is None:
             cached = render_report(gather_report(self.lake, info.ref, search=self.search)).encode()
             with self._lock:
                 self._reports[key] = cached
+                while len(self._reports) > REPORTS_KEPT:
+                    self._reports.popitem(last=False)
         return Page(200, cached)
 
     def row(self, uid: str) -> Page:

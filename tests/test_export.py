@@ -108,7 +108,8 @@ def test_jsonl_and_parquet_exports_and_splits(demo, tmp_path) -> None:
         .alias("split")
     )  # fmt: skip
     lake.commit("split_set", rows)
-    export_dataset(lake, "split_set", tmp_path / "s", "hf")
+    export = export_dataset(lake, "split_set", tmp_path / "s", "hf")
+    assert export.manifest is None and "No dataset manifest was found" in export.card.read_text()
     loaded = datasets.load_dataset(str(tmp_path / "s"))
     assert {k: v.num_rows for k, v in loaded.items()} == dict(
         rows.group_by("split").len().iter_rows()

@@ -75,6 +75,8 @@ def test_report_gathers_the_demo_builds_funnel_drops_and_evidence(demo) -> None:
     manifest = built.manifest
     data = gather_report(lake, "math_rl_v2@1")
     assert data.manifest is not None and data.manifest.path == built.manifest_path
+    given = gather_report(lake, "math_rl_v2@1", manifest, kept_samples=0, dropped_samples=0)
+    assert given.manifest.path is None and given.manifest.sha256 == data.manifest.sha256
     assert data.funnel == manifest.funnel and data.input_rows == 671
     by_reason = {(s, r): n for s, r, n in data.drops_by_reason}
     assert by_reason == {(f.step, r): n for f in manifest.funnel for r, n in f.dropped.items()}
@@ -175,7 +177,7 @@ def measured(tmp_path_factory):
             "id": ["g1", "g2", "g3", "g4"],
             "prompt_id": ["p1", "p1", "p2", "p3"],
             "model": ["teacher"] * 4,
-            "problem": ["What is 6+7?", "What is 6+7?", "What is 2*3?", "Compute 1+1."],
+            "problem": ["What is 6+7?", "What is 6+7?", "What is 2*3? <b>x</b>", "Compute 1+1."],
             "response": [
                 "<think>6+7</think> The sum is \\boxed{13}.",
                 "<think>6+6?</think> \\boxed{12}",
@@ -234,3 +236,4 @@ def test_pass_rates_and_lengths_come_from_tables_about_the_datasets_prompts(meas
     html = write_report(measured, "verified", measured.path / "r.html").read_text()
     assert 'id="chart-pass_rates"' in html and 'id="chart-lengths"' in html
     assert "No dataset manifest was found" in html
+    assert "What is 2*3? &lt;b&gt;x&lt;/b&gt;" in html and "<b>x</b>" not in html  # escaped
