@@ -186,6 +186,11 @@ def test_the_demo_builds_report_file_in_the_browser(demo, browser, shots) -> Non
         browser.execute_script("window.scrollTo(0, 0)")
         height = browser.execute_script("return document.body.scrollHeight")
         browser.set_window_size(1400, min(height + 80, 8000))
+        browser.execute_async_script(  # let every chart finish its relayout before the shot
+            "const done = arguments[arguments.length - 1];"
+            "const charts = Array.from(document.querySelectorAll('.js-plotly-plot'));"
+            "Promise.all(charts.map(c => Plotly.Plots.resize(c))).then(() => done());"
+        )
         shot = shots / "report-demo-build.png"
         assert browser.save_screenshot(str(shot))
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 50_000
