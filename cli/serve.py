@@ -46,7 +46,7 @@ _PAGES = {
 <tr><th>table</th><th>latest</th><th>kind</th><th>mode</th><th>rows</th><th>content_hash</th><th>created</th></tr>
 {% for t in tables %}<tr><td><a href="/table/{{ t.name }}">{{ t.name }}</a></td><td class="n">{{ t.version }}</td>
 <td>{{ t.kind }}</td><td>{{ t.mode }}</td><td class="n">{{ t.rows|num }}</td><td class="hash">{{ t.content_hash[:16] }}</td>
-<td>{{ t.created_at.strftime("%Y-%m-%d %H:%M") }}</td></tr>{% endfor %}
+<td>{{ t.created_at|utc }}</td></tr>{% endfor %}
 </table></section>
 {% include "sqlbox.html.j2" %}
 <section><h2>Drops of a row</h2><form action="/row" method="get"><input name="uid" placeholder="uid, e.g. source:17" size="40">
@@ -61,7 +61,7 @@ _PAGES = {
 <tr><th>version</th><th>rows</th><th>content_hash</th><th>parents</th><th>producer</th><th>created</th><th></th></tr>
 {% for v in versions|reverse %}<tr><td class="n">{{ v.version }}</td><td class="n">{{ v.rows|num }}</td>
 <td class="hash">{{ v.content_hash[:16] }}</td><td>{{ v.parents|join(", ") }}</td><td><code>{{ v.producer }}</code></td>
-<td>{{ v.created_at.strftime("%Y-%m-%d %H:%M") }}</td>
+<td>{{ v.created_at|utc }}</td>
 <td><a href="/sql?q={{ ('SELECT * FROM "' ~ v.ref ~ '" LIMIT 100')|urlencode }}">rows</a>
 {% if v.kind != "drops" %} · <a href="/report/{{ v.ref }}">report</a>{% endif %}</td></tr>{% endfor %}
 </table></section>{% endblock %}""",

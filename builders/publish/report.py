@@ -411,6 +411,7 @@ def environment() -> jinja2.Environment:
     )
     env.filters["num"] = lambda v: f"{v:,}" if isinstance(v, int) else v
     env.filters["pretty"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False, default=str)
+    env.filters["utc"] = lambda t: t.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
     return env
 
 
