@@ -13,11 +13,14 @@ from builders import if_rl
 from builders.runner import Build, recipe_steps
 from curation.instructions import attach_instructions, compliant_response, conflicting_pairs
 from curation.text import prompt_ids
-from curation.verify.ifeval import verify_ifeval
+from curation.verify.ifeval import ifeval_reward, verify_ifeval
 from lake.catalog import Lake
 from lake.steps import run_steps
+from schemas.training_manifest import DatasetRef
 from tests.scripted_openai import ScriptedServer
 from tests.test_instructions import violation
+from training.datasets import LoadedDataset, VerifiedRef
+from training.rl_data import REWARD_COLUMNS, load_prompts
 
 K = 4
 IFEVAL_1001 = (
@@ -157,6 +160,19 @@ def test_if_rl_end_to_end(lake: Lake, shared_data: Path, server, tmp_path: Path)
         assert json.loads(row["messages"])[0]["content"] == row["problem"]
     assert server.requests_for("policy") == 4 * K
     assert all(r["top_k"] == 20 for r in server.requests)
+
+    # The GRPO stage reads the rows as they are and rewards with the IF verifier.
+    ref = DatasetRef(ref="if_rl@1", content_hash="0" * 64, mode="no_think")
+    dataset = LoadedDataset(VerifiedRef(ref, "test", "lake:if_rl@1"), kept.to_dicts())
+    prompts = load_prompts([dataset], required=REWARD_COLUMNS["if_verifier"])
+    for prompt in prompts:
+        ids, kwargs = prompt.columns["instruction_id_list"], prompt.columns["kwargs"]
+        good = compliant_response(ids, json.loads(kwargs))
+        bad = violation(ids[0], json.loads(kwargs)[0])
+        rewards = ifeval_reward(
+            [prompt.messages] * 2, [good, bad], instruction_id_list=[ids] * 2, kwargs=[kwargs] * 2
+        )
+        assert rewards == [1.0, 0.0]
 
     # A second build measures nothing again and publishes the same rows.
     steps = if_rl.steps(params(shared_data, server), build)
