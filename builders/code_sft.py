@@ -26,10 +26,10 @@ from curation.code.correctness import filter_by_correctness
 from curation.code.fields import lift_fields
 from curation.code.problem_ids import benchmark_key_frame, decontaminate_by_problem_id
 from curation.code.release_cutoff import drop_after_cutoff
-from curation.code.sampling import sample_responses
 from curation.code.syntax_dedup import dedup_by_syntax
 from curation.decontaminate import decontaminate
 from curation.dedup import exact_dedup, near_dedup
+from curation.generate.samples import Sampler, sample_responses
 from lake.steps import Step
 from schemas.dataset_manifest import BenchmarkUsed
 
@@ -138,7 +138,10 @@ def steps(params: dict[str, Any], build: Build) -> list[Step]:
             partition="lsh_bands",
         ),
         Step(
-            "teacher_traces", teacher_sampler(params, build, prompt_column="problem"), scope="rows"
+            "teacher_traces",
+            teacher_sampler(params, build, prompt_column="problem"),
+            scope="rows",
+            fan_out=True,
         ),
         Step(
             "correctness",
@@ -159,20 +162,23 @@ def teacher_sampler(
     k: int | None = None,
 ) -> functools.partial:
     """`sample_responses` with the teacher's parameters bound (one row per trace)."""
-    return functools.partial(
-        sample_responses,
-        lake=build.lake,
-        output=params["generations_table"],
-        teacher=params["teacher"],
+    sampler = Sampler(
+        model=params["teacher"],
         backend=params["backend"],
-        backend_options=params["backend_options"] or None,
-        backend_factory=params.get("backend_factory"),
+        backend_options=params["backend_options"] or {},
         mode=params["mode"],
         k=k or params["k"],
         max_new_tokens=params["max_new_tokens"],
         temperature=params["temperature"],
         top_p=params["top_p"],
         seed=params["seed"],
+    )
+    return functools.partial(
+        sample_responses,
+        lake=build.lake,
+        sampler=sampler,
+        table=params["generations_table"],
+        backend_factory=params.get("backend_factory"),
         prompt_column=prompt_column,
         id_column=id_column,
     )

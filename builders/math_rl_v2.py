@@ -137,4 +137,18 @@ def demo_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
     return [str(p) for p in files.sources], {"benchmarks": [str(files.benchmark)], **no_models}
 
 
-PROFILES = {"demo": demo_profile}
+def toy_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
+    """The toy world: column-arithmetic prompts; the strong toy model is the teacher and the
+    weak one measures difficulty (their pass rates are real: they generate every answer)."""
+    from builders.toy_profile import toy_setup
+
+    toy = toy_setup(workdir)
+    return [str(toy.rl_prompts)], {
+        "benchmarks": [str(toy.eval_file)],
+        "teacher": toy.sampler("strong", k=4),
+        "weak": toy.sampler("weak", k=8),
+        "sft_datasets": [],
+    }
+
+
+PROFILES = {"demo": demo_profile, "toy": toy_profile}

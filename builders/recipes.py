@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from builders import math_rl_v2
+from builders import code_sft, math_rl_v2, math_sft, math_sft_s2, swe_rl, swe_sft
 from builders.runner import BuildError
 
-RECIPES: dict[str, ModuleType] = {module.NAME: module for module in (math_rl_v2,)}
+RECIPES: dict[str, ModuleType] = {
+    module.NAME: module for module in (math_sft, math_sft_s2, math_rl_v2, code_sft, swe_sft, swe_rl)
+}
 
 
 def recipe_named(name: str) -> ModuleType:

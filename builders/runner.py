@@ -18,6 +18,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from builders.publish.report import write_report
 from curation.benchmarks import load_benchmarks
 from curation.ingest import ingest
 from lake.catalog import Lake
@@ -75,8 +76,12 @@ class Build:
 
 @dataclass
 class BuildReport:
+    """What a build published: its manifest, and the HTML report written next to it."""
+
     manifest: DatasetManifest
     manifest_path: Path
+    report_path: Path | None = None
+    report_error: str | None = None
 
 
 def parse_overrides(pairs: list[str], defaults: dict[str, Any]) -> dict[str, Any]:
@@ -159,11 +164,14 @@ def build_dataset(
     manifests_dir: str | os.PathLike[str] = "manifests",
     on_step: Callable[[FunnelStep], None] | None = None,
     executor: Executor | None = None,
+    out: str | None = None,
+    write_html_report: bool = True,
 ) -> BuildReport:
-    """Build a new version of a recipe's dataset and write its manifest."""
-    name = recipe.NAME
+    """Build a new version of a recipe's dataset (table `out`, default the recipe's name)
+    and write its manifest."""
+    name = out or recipe.NAME
     params = {**recipe.DEFAULTS, **(overrides or {})}
-    workdir = lake.path / "work" / name
+    workdir = lake.path / "work" / recipe.NAME
     workdir.mkdir(parents=True, exist_ok=True)
     build = Build(lake=lake, profile=profile, workdir=workdir)
     profiles = getattr(recipe, "PROFILES", {})
@@ -194,8 +202,8 @@ def build_dataset(
         inputs.ref,
         steps,
         out=name,
-        kind="prompts",
-        producer=f"cascade build dataset {name}",
+        kind=getattr(recipe, "OUTPUT_KIND", "prompts"),
+        producer=f"cascade build dataset {recipe.NAME}",
         params={"profile": profile, **_jsonable(params)},
         on_step=on_step,
         executor=executor,
@@ -228,7 +236,14 @@ def build_dataset(
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(manifest.model_dump_json(indent=2) + "\n")
     os.replace(tmp, path)
-    return BuildReport(manifest=manifest, manifest_path=path)
+    result = BuildReport(manifest=manifest, manifest_path=path)
+    if write_html_report:
+        # The version is committed: a report that cannot be drawn is a warning, not a failure.
+        try:
+            result.report_path = write_report(lake, output.ref, manifest=path)
+        except Exception as exc:  # noqa: BLE001 - say what failed; `cascade report` retries it
+            result.report_error = f"{type(exc).__name__}: {exc}"
+    return result
 
 
 def _jsonable(value: Any) -> Any:

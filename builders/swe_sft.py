@@ -88,7 +88,7 @@ def steps(params: dict[str, Any], build: Build) -> list[Step]:
                     {"repos_dir": repos, "top_n": params["top_n"]},
                     scope="rows",
                 ),
-                Step("teacher_localizations", teacher, scope="rows"),
+                Step("teacher_localizations", teacher, scope="rows", fan_out=True),
                 Step(
                     "recall_filter",
                     filter_localization,
@@ -98,7 +98,7 @@ def steps(params: dict[str, Any], build: Build) -> list[Step]:
             ],
             "repair": lambda: [
                 Step("repair_prompts", build_repair_prompts, {"repos_dir": repos}, scope="rows"),
-                Step("teacher_repairs", teacher, scope="rows"),
+                Step("teacher_repairs", teacher, scope="rows", fan_out=True),
                 Step("patch_similarity", score_repairs, {"repos_dir": repos}, scope="rows"),
                 Step(
                     "repair_buckets",
@@ -113,7 +113,7 @@ def steps(params: dict[str, Any], build: Build) -> list[Step]:
             ],
             "test_generation": lambda: [
                 Step("testgen_prompts", build_testgen_prompts, {"repos_dir": repos}, scope="rows"),
-                Step("teacher_tests", teacher, scope="rows"),
+                Step("teacher_tests", teacher, scope="rows", fan_out=True),
                 Step(
                     "run_tests",
                     check_generated_tests,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import typer
@@ -37,6 +38,9 @@ def build_dataset_command(
         "default", "--profile", help="default, or a recipe's bundled profile (demo, toy)."
     ),
     manifests: str = typer.Option("manifests", "--manifests", help="Where manifests are written."),
+    out: str = typer.Option(
+        None, "--out", help="Output table (default: the recipe's name), e.g. one per SWE sub-task."
+    ),
 ) -> None:
     """Run a recipe: ingest -> its steps -> a new dataset version + manifest."""
     try:
@@ -57,6 +61,7 @@ def build_dataset_command(
                 profile=profile,
                 manifests_dir=manifests,
                 on_step=show,
+                out=out,
             )
     except (BuildError, IngestError, LakeError, SchemaError, StepError) as exc:
         raise CascadeError(str(exc)) from None
@@ -81,7 +86,7 @@ def build_dataset_command(
             plain(entry.step),
             f"{entry.rows_in:,}",
             f"{entry.rows_out:,}",
-            f"{entry.rows_in - entry.rows_out:,}",
+            f"{sum(entry.dropped.values()):,}",
             plain(reasons),
             f"{entry.seconds:.2f}",
         )
@@ -94,6 +99,17 @@ def build_dataset_command(
         ),
         soft_wrap=True,
     )
+    if report.report_path:
+        console.print(plain(f"report {report.report_path}"), soft_wrap=True)
+    if report.report_error:
+        console.print(
+            plain(
+                f"warning: the report could not be written ({report.report_error}); "
+                f"run `cascade report {m.output.ref}` to retry",
+                "yellow",
+            ),
+            soft_wrap=True,
+        )
 
 
 @build_app.command("list")
@@ -127,5 +143,14 @@ def build_show(name: str = typer.Argument(..., help="Recipe name.")) -> None:
         if doc:
             console.print(plain(f"     {doc[0]}", "dim"), soft_wrap=True)
         for key, value in step.params.items():
-            text = json.dumps(value, default=lambda v: type(v).__name__)
-            console.print(plain(f"     {key} = {text[:100]}"), soft_wrap=True)
+            if key == "lake":
+                continue
+            text = json.dumps(value, default=_describe)
+            console.print(plain(f"     {key} = {text[:160]}"), soft_wrap=True)
+
+
+def _describe(value: object) -> object:
+    """How a step parameter that is not JSON shows in `build show`."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    return type(value).__name__

@@ -37,7 +37,18 @@ def hoist_global_options(argv: list[str]) -> list[str]:
 
 def command_app():
     """The Typer app with every command registered (each module adds its own)."""
-    from cli import build, decontaminate, dedup, generate, lake, train, verify  # noqa: F401
+    from cli import (  # noqa: F401
+        build,
+        decontaminate,
+        dedup,
+        export,
+        generate,
+        lake,
+        report,
+        serve,
+        train,
+        verify,
+    )
     from cli.app import app
 
     return app

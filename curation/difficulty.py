@@ -132,7 +132,7 @@ def measure_pass_rates(
 def _reference_hashes(df: pl.DataFrame, reference_field: str) -> pl.Series:
     """A hash of each row's reference (a column, or a key of the metadata JSON)."""
     if reference_field in df.columns:
-        values = df.get_column(reference_field).cast(pl.String).to_list()
+        values = df.get_column(reference_field).to_list()
     elif "metadata" in df.columns:
         values = [
             json.dumps(json.loads(m or "{}").get(reference_field), sort_keys=True)

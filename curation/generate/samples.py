@@ -171,7 +171,8 @@ def sample_responses(
 ) -> StepResult:
     """Fan-out step: k responses of `sampler` per row; a row whose samples all failed to
     generate is dropped (`no_response`). Response rows keep the prompt's columns (its `uid`
-    as `prompt_uid`) plus `generation_id` and the generation's columns."""
+    as `prompt_uid`, its `id_column` value as `prompt_id`) plus `generation_id` and the
+    generation's columns."""
     samples, counts = generations_for(
         df,
         sampler,
@@ -184,13 +185,16 @@ def sample_responses(
     if "uid" not in df.columns:
         raise ValueError("sampling needs rows with a 'uid' (prompts tables have one)")
     generated = samples.rename({"id": "generation_id", "prompt_id": "_prompt_key"})
-    rows = df.rename({"uid": "prompt_uid"})
+    rows = df.with_columns(pl.col(id_column).cast(pl.String).alias("_prompt_key")).rename(
+        {"uid": "prompt_uid"}
+    )
     responses = (
-        rows.drop([c for c in generated.columns if c in rows.columns])
+        rows.drop([c for c in generated.columns if c in rows.columns and c != "_prompt_key"])
         .with_row_index("_row")
-        .join(generated, left_on=pl.col(id_column).cast(pl.String), right_on="_prompt_key")
+        .join(generated, on="_prompt_key")
         .sort("_row", "sample_index")
-        .drop("_row", "_prompt_key", strict=False)
+        .drop("_row")
+        .rename({"_prompt_key": "prompt_id"})
     )
     responses = responses.select(
         pl.concat_str(
