@@ -111,8 +111,12 @@ def run_rl_stage(ctx: StageContext) -> StageResult:
         gpu_memory_utilization=stage.rollout.gpu_memory_utilization,
         seed=stage.seed,
     )
-    rewards = StageRewards(stage, ctx.reward_fn, reward_model_for(stage)) if grpo else None
+    reward_model = reward_model_for(stage) if grpo else None
+    rewards = StageRewards(stage, ctx.reward_fn, reward_model) if grpo else None
     pool = RewardPool(rewards, stage.reward_workers) if rewards is not None else None
+    judge = rewards  # evaluation scores with the stage's own reward, even under an override
+    if grpo and ctx.reward_fn is not None and ("reward_model" not in stage.reward or reward_model):
+        judge = StageRewards(stage, None, reward_model)
 
     # ================================================================ resume ===================
     fingerprint = {"datasets": [d.ref.content_hash for d in datasets], "prompts": len(prompts)}
@@ -148,7 +152,7 @@ def run_rl_stage(ctx: StageContext) -> StageResult:
     ) as log:
         if start_step == 0 and eval_prompts:
             sync_weights(rollout, engine, stage)
-            log.write({"step": 0, **evaluate(rollout, eval_prompts, tokenizer, stage, rewards)})
+            log.write({"step": 0, **evaluate(rollout, eval_prompts, tokenizer, stage, judge)})
         while step < stage.max_steps and not stopped:
             timer = StepTimer()
             # --- the rollout engine gets the policy's current weights ----------------------
@@ -185,7 +189,7 @@ def run_rl_stage(ctx: StageContext) -> StageResult:
                 step % stage.evaluation.every_steps == 0 or step == stage.max_steps or stopped
             ):  # type: ignore[union-attr]
                 sync_weights(rollout, engine, stage)
-                entry.update(evaluate(rollout, eval_prompts, tokenizer, stage, rewards))
+                entry.update(evaluate(rollout, eval_prompts, tokenizer, stage, judge))
             log.write(entry)
             if step % stage.checkpoint_every_steps == 0 or step == stage.max_steps or stopped:
                 ckpt.save_step(

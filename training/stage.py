@@ -57,7 +57,9 @@ def stage_tokenizer(ctx: StageContext, rank: int, texts: Iterable[str] | None = 
     if ctx.init_from is not None:
         return load_tokenizer(str(ctx.init_from))
     saved = ctx.stage_dir / "tokenizer"
-    if is_local_model(saved) or (saved / "tokenizer.json").is_file():
+    exists = is_local_model(saved) or (saved / "tokenizer.json").is_file()
+    torch.distributed.barrier()  # every rank has looked before rank 0 may write it
+    if exists:
         return load_tokenizer(str(saved))
     tokenizer = load_tokenizer(ctx.manifest.tokenizer or ctx.manifest.base_model, texts=texts)
     if rank == 0:
