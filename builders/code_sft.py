@@ -19,7 +19,6 @@ from typing import Any
 import polars as pl
 
 from builders.runner import Build, BuildError
-from curation.benchmarks import load_benchmarks
 from curation.code.behaviour_dedup import decontaminate_by_behaviour, dedup_by_behaviour
 from curation.code.benchmark_tests import load_code_benchmarks
 from curation.code.correctness import filter_by_correctness
@@ -31,7 +30,6 @@ from curation.decontaminate import decontaminate
 from curation.dedup import exact_dedup, near_dedup
 from curation.generate.samples import Sampler, sample_responses
 from lake.steps import Step
-from schemas.dataset_manifest import BenchmarkUsed
 
 NAME = "code_sft"
 DOMAIN = "code"
@@ -78,7 +76,28 @@ DEFAULTS: dict[str, Any] = {
 
 def steps(params: dict[str, Any], build: Build) -> list[Step]:
     """The recipe, top to bottom."""
-    benchmarks = _ngram_benchmarks(params, build)
+    return [
+        *problem_cleaning(params, build),
+        Step(
+            "teacher_traces",
+            teacher_sampler(params, build, prompt_column="problem"),
+            scope="rows",
+            fan_out=True,
+        ),
+        Step(
+            "correctness",
+            filter_by_correctness,
+            {"untested_keep": params["untested_keep"]},
+            partition="prompt_id",
+        ),
+        Step("syntax_dedup", dedup_by_syntax, {"id_column": "uid"}, partition="prompt_id"),
+    ]
+
+
+def problem_cleaning(params: dict[str, Any], build: Build) -> list[Step]:
+    """Code problems as both code recipes clean them: the cutoff, decontamination by 9-grams,
+    problem URL and benchmark tests, then dedup by text and by behaviour."""
+    benchmarks = build.load_benchmarks(params["benchmarks"], params["benchmark_dir"])
     behaviour = _behaviour_benchmarks(params, build)
     thresholds = {
         k: params[k]
@@ -137,19 +156,6 @@ def steps(params: dict[str, Any], build: Build) -> list[Step]:
             {"threshold": params["near_dup_threshold"], "id_column": "uid"},
             partition="lsh_bands",
         ),
-        Step(
-            "teacher_traces",
-            teacher_sampler(params, build, prompt_column="problem"),
-            scope="rows",
-            fan_out=True,
-        ),
-        Step(
-            "correctness",
-            filter_by_correctness,
-            {"untested_keep": params["untested_keep"]},
-            partition="prompt_id",
-        ),
-        Step("syntax_dedup", dedup_by_syntax, {"id_column": "uid"}, partition="prompt_id"),
     ]
 
 
@@ -189,20 +195,6 @@ def _benchmark_dir(params: dict[str, Any]) -> Path | None:
     if where and not Path(where).is_dir():
         raise BuildError(f"benchmark_dir {where}: no such directory")
     return Path(where) if where else None
-
-
-def _ngram_benchmarks(params: dict[str, Any], build: Build) -> list:
-    if build.dry_run:
-        return list(params["benchmarks"])
-    try:
-        loaded = load_benchmarks(params["benchmarks"], local_dir=_benchmark_dir(params))
-    except (FileNotFoundError, KeyError, ValueError) as exc:
-        raise BuildError(f"cannot load benchmarks {params['benchmarks']}: {exc}") from None
-    build.benchmarks = [
-        BenchmarkUsed(name=b.name, items=len(b.ids), content_hash=b.content_hash, origin=b.origin)
-        for b in loaded
-    ]
-    return loaded
 
 
 def _behaviour_benchmarks(params: dict[str, Any], build: Build) -> pl.DataFrame | list[str]:

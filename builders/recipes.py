@@ -1,14 +1,35 @@
-"""Every recipe `cascade build dataset` knows, by name."""
+"""Every recipe `cascade build dataset` knows, by name, in the order the cascade uses them."""
 
 from __future__ import annotations
 
 from types import ModuleType
 
-from builders import code_sft, math_rl_v2, math_sft, math_sft_s2, swe_rl, swe_sft
+from builders import (
+    code_rl,
+    code_sft,
+    if_rl,
+    math_rl_v2,
+    math_sft,
+    math_sft_s2,
+    sft_general,
+    swe_rl,
+    swe_sft,
+)
 from builders.runner import BuildError
 
 RECIPES: dict[str, ModuleType] = {
-    module.NAME: module for module in (math_sft, math_sft_s2, math_rl_v2, code_sft, swe_sft, swe_rl)
+    module.NAME: module
+    for module in (
+        sft_general,
+        math_sft,
+        math_sft_s2,
+        code_sft,
+        swe_sft,
+        if_rl,
+        math_rl_v2,
+        code_rl,
+        swe_rl,
+    )
 }
 
 
