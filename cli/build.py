@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 
 import typer
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from builders.recipes import RECIPES, recipe_named
 from builders.runner import BuildError, build_dataset, parse_overrides, recipe_steps
 from cli.app import app
-from cli.console import CascadeError, console, open_lake, plain, state
+from cli.console import CascadeError, console, err_console, open_lake, plain, state
 from curation.ingest import IngestError, parse_mapping
 from lake.catalog import LakeError
 from lake.steps import StepError
@@ -46,12 +55,7 @@ def build_dataset_command(
     try:
         recipe = recipe_named(name)
         overrides = parse_overrides(set_ or [], recipe.DEFAULTS)
-        with console.status(f"building {name}...") as status:
-
-            def show(entry: FunnelStep) -> None:
-                if not state.quiet:
-                    status.update(f"building {name}: {entry.step} done ({entry.rows_out:,} rows)")
-
+        with build_progress(name, recipe, overrides, enabled=not state.quiet) as show:
             report = build_dataset(
                 open_lake(write=True),
                 recipe,
@@ -110,6 +114,45 @@ def build_dataset_command(
             ),
             soft_wrap=True,
         )
+
+
+@contextlib.contextmanager
+def build_progress(name: str, recipe, overrides: dict, *, enabled: bool):
+    """Per-step progress of a build (steps done, the step running, the last step's rows/s,
+    elapsed and ETA); a no-op with --quiet. Yields the runner's `on_step` callback."""
+    if not enabled:
+        yield lambda entry: None
+        return
+    names = [s.name for s in recipe_steps(recipe, overrides)]
+    progress = Progress(
+        TextColumn(f"[bold]build {name}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[current]}"),
+        TextColumn("{task.fields[rate]}"),
+        TimeElapsedColumn(),
+        TextColumn("eta"),
+        TimeRemainingColumn(),
+        console=err_console,
+        transient=True,
+    )
+    with progress:
+        task = progress.add_task(
+            name, total=len(names), current=f"step {names[0]}" if names else "", rate=""
+        )
+
+        def on_step(entry: FunnelStep) -> None:
+            done = names.index(entry.step) + 1 if entry.step in names else len(names)
+            following = f"step {names[done]}" if done < len(names) else "publishing"
+            rate = entry.rows_in / entry.seconds if entry.seconds else 0.0
+            progress.update(
+                task,
+                completed=done,
+                current=following,
+                rate=f"{entry.step}: {rate:,.0f} rows/s",
+            )
+
+        yield on_step
 
 
 @build_app.command("list")
