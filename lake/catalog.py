@@ -13,7 +13,10 @@ adds only its own meaning, in a `cascade_versions` table inside the same catalog
   detected; the parents, producer, parameters, code version and build id of each version.
 
 A commit writes its Parquet files first, outside any transaction, then registers them, their
-versions and cascade's rows in one short DuckLake transaction: all of it lands or none. Readers
+versions and cascade's rows in one short DuckLake transaction: all of it lands or none. The
+files may also have been written elsewhere (cluster workers writing straight into the data path
+with `lake.storage.write_data_files`): a `TableWrite` then carries their `DataFiles` and the
+commit only registers them. Readers
 attach read-only and see the last committed snapshot; they never wait for a writer. A writer
 that loses a race retries with backoff and then fails with one sentence. Files of a killed
 writer are invisible (no catalog row points at them); `remove_orphans` deletes them.
@@ -23,6 +26,21 @@ Layout of a lake directory::
     lake.json          what kind of catalog and where the data lives
     catalog.sqlite     the DuckLake catalog (or catalog.ducklake, or a PostgreSQL database)
     data/main/<table>/ the Parquet files, never modified
+
+A lake shared by a cluster keeps its catalog in PostgreSQL and its data on an S3-compatible
+store; `lake.json` names both and any machine with a copy of it (and the credentials in its
+environment: libpq's `PGPASSWORD`/`PGUSER`..., `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`) opens
+the same lake::
+
+    {"format": "cascade-ducklake/1", "catalog": "postgres",
+     "postgres": "host=db.internal port=5432 dbname=lake",
+     "data_path": "s3://bucket/lake/",
+     "s3": {"endpoint": "store.internal:8333", "url_style": "path", "use_ssl": false}}
+
+On PostgreSQL, DuckLake commits a snapshot by inserting the next snapshot id under a primary
+key: of two writers that both read version N, one commits N+1 and the other's commit fails
+and is retried from scratch (it re-reads the head and takes N+2), so no version is committed
+twice; readers see the last committed snapshot and never wait (tests/test_lake_remote.py).
 """
 
 from __future__ import annotations
@@ -35,7 +53,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -43,24 +61,39 @@ from pathlib import Path
 import duckdb
 import polars as pl
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 import schemas.difficulty  # noqa: F401  (registers the difficulty table kind)
 import schemas.generation  # noqa: F401  (registers the generations table kind)
-from lake.files import code_version, file_sha256
-from schemas.tables import SchemaError, contract_for, validate_non_null
+from lake.files import code_version
+from lake.storage import (
+    ROWS_PER_FILE,
+    DataFiles,
+    DataStore,
+    NoDataError,
+    S3Settings,
+    StorageError,
+    write_data_files,
+)
+from schemas.tables import SchemaError, contract_for
 
 CONFIG_FILE = "lake.json"
 FORMAT = "cascade-ducklake/1"
 ALIAS = "lake"
-ROWS_PER_FILE = 1_000_000
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 RESERVED_PREFIX = "cascade_"
 MODES = ("snapshot", "append")
 CATALOGS = ("sqlite", "duckdb", "postgres")
 _PINNED_REF = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)@([0-9]+)")
 _COMMIT_MESSAGE = "cascade commit"
-_TRANSIENT = ("database is locked", "conflict", "busy", "Failed to commit", "does not have any")
+_TRANSIENT = (
+    "database is locked",
+    "conflict",
+    "busy",
+    "Failed to commit",
+    "does not have any",
+    "duplicate key value",  # PostgreSQL: another writer took the snapshot id first
+    "could not serialize access",
+)
 
 _VERSIONS_DDL = """
 CREATE TABLE IF NOT EXISTS {alias}.cascade_versions (
@@ -149,14 +182,16 @@ class TableWrite:
     """One table version to commit: the rows, how to store them, and where they came from.
 
     `data` may be a callable, evaluated when its turn comes (after the writes before it),
-    and a write with `skip_if_empty` and no rows is left out of the commit.
+    and a write with `skip_if_empty` and no rows is left out of the commit. It may also be
+    `DataFiles` already written under the lake's data path (by cluster workers): the commit
+    then registers them as they are.
     `expect_version` pins the version number the data was written for (drops rows name the
     output version they belong to); if another process took it first the commit fails with
     LakeConflictError instead of recording rows under the wrong version.
     """
 
     name: str
-    data: Data | Callable[[], Data]
+    data: Data | DataFiles | Callable[[], Data | DataFiles]
     kind: str = "generic"
     mode: str = "snapshot"
     parents: list[str] = field(default_factory=list)
@@ -209,14 +244,30 @@ class LakeConfig:
     """Where a lake's catalog and data live (`lake.json`)."""
 
     catalog: str = "sqlite"  # sqlite | duckdb | postgres
-    data_path: str = "data"  # relative to the lake directory, or an absolute path / URI
+    data_path: str = "data"  # relative to the lake directory, an absolute path, or s3://...
     postgres: str | None = None  # libpq connection string when catalog = postgres
+    s3: dict | None = None  # S3Settings when data_path is s3:// (keys from the environment)
 
     def __post_init__(self) -> None:
         if self.catalog not in CATALOGS:
             raise LakeError(f"catalog must be one of {', '.join(CATALOGS)}, got {self.catalog!r}")
         if self.catalog == "postgres" and not self.postgres:
             raise LakeError("a postgres catalog needs a connection string ('postgres' key)")
+        if "password=" in (self.postgres or ""):
+            raise LakeError(
+                "lake.json must not hold the PostgreSQL password: set PGPASSWORD (or use "
+                "~/.pgpass) in the environment instead"
+            )
+        if "://" in self.data_path and not self.data_path.startswith("s3://"):
+            raise LakeError(
+                f"data_path {self.data_path!r}: only local paths and s3:// URIs are supported"
+            )
+        if self.s3 is not None and not self.data_path.startswith("s3://"):
+            raise LakeError("an 's3' block needs an s3:// data_path")
+        try:
+            S3Settings.parse(self.s3)
+        except (StorageError, TypeError) as exc:
+            raise LakeError(str(exc)) from None
 
     @classmethod
     def read(cls, path: Path) -> LakeConfig:
@@ -229,9 +280,11 @@ class LakeConfig:
         return cls(**{k: v for k, v in raw.items() if k != "format"})
 
     def write(self, path: Path) -> None:
-        body = {"format": FORMAT, "catalog": self.catalog, "data_path": self.data_path}
+        body: dict = {"format": FORMAT, "catalog": self.catalog, "data_path": self.data_path}
         if self.postgres:
             body["postgres"] = self.postgres
+        if self.s3 is not None:
+            body["s3"] = self.s3
         path.write_text(json.dumps(body, indent=2) + "\n")
 
     def extensions(self) -> list[str]:
@@ -240,6 +293,8 @@ class LakeConfig:
             needed.append("sqlite_scanner")
         if self.catalog == "postgres":
             needed.append("postgres_scanner")
+        if self.data_path.startswith("s3://"):
+            needed.append("httpfs")
         return needed
 
 
@@ -248,28 +303,6 @@ def _test_pause(point: str) -> None:
     if os.environ.get("CASCADE_TEST_PAUSE_AT") == point:
         print(f"PAUSED {point}", flush=True)
         time.sleep(float(os.environ.get("CASCADE_TEST_PAUSE_SECONDS", "30")))
-
-
-def _as_batches(
-    data: pa.Table | pl.DataFrame | Iterable[pa.RecordBatch],
-) -> Iterator[pa.RecordBatch]:
-    if isinstance(data, pl.DataFrame):
-        data = data.to_arrow()
-    if isinstance(data, pa.Table):
-        yield from data.to_batches(max_chunksize=256_000)
-        if data.num_rows == 0:
-            yield pa.RecordBatch.from_pylist([], schema=data.schema)
-        return
-    if isinstance(data, pa.RecordBatchReader):
-        yield from data
-        return
-    for batch in data:
-        if isinstance(batch, pl.DataFrame):
-            batch = batch.to_arrow()
-        if isinstance(batch, pa.Table):
-            yield from batch.to_batches(max_chunksize=256_000)
-        else:
-            yield batch
 
 
 def _sql_str(text: str) -> str:
@@ -325,6 +358,7 @@ class Lake:
                 "rebuild it by re-running its ingest and build commands into a new --lake"
             )
         self.created = False
+        self._store: DataStore | None = None
         if config_file.exists():
             self.config = LakeConfig.read(config_file)
         elif not create or read_only:
@@ -351,6 +385,21 @@ class Lake:
         p = Path(data)
         return str((p if p.is_absolute() else self.path / p).resolve()) + "/"
 
+    @property
+    def store(self) -> DataStore:
+        """The data path as a filesystem; picklable, so cluster workers can write into it."""
+        if self._store is None:
+            try:
+                self._store = DataStore(
+                    self.data_path,
+                    S3Settings.parse(self.config.s3)
+                    if self.data_path.startswith("s3://")
+                    else None,
+                )
+            except StorageError as exc:
+                raise LakeError(str(exc)) from None
+        return self._store
+
     def catalog_uri(self) -> str:
         """The `ducklake:` URI of the catalog database."""
         if self.config.catalog == "sqlite":
@@ -359,18 +408,28 @@ class Lake:
             return f"ducklake:{(self.path / 'catalog.ducklake').resolve()}"
         return f"ducklake:postgres:{self.config.postgres}"
 
-    def attach_statements(self, read_only: bool = True, alias: str = ALIAS) -> list[str]:
-        """The SQL a DuckDB client runs to open this lake (offline: extensions by path)."""
+    def attach_statements(
+        self, read_only: bool = True, alias: str = ALIAS, *, reveal_secrets: bool = False
+    ) -> list[str]:
+        """The SQL a DuckDB client runs to open this lake (offline: extensions by path).
+
+        An S3 data path adds a `CREATE SECRET` whose keys are `getenv(...)` calls the DuckDB
+        CLI evaluates (the values themselves with `reveal_secrets`, for this process only).
+        """
         loads = [f"LOAD {_sql_str(str(extension_path(n)))}" for n in self.config.extensions()]
+        try:
+            secrets = self.store.duckdb_secret(reveal=reveal_secrets)
+        except StorageError as exc:
+            raise LakeError(f"lake {self.path}: {exc}") from None
         options = [f"DATA_PATH {_sql_str(self.data_path)}", "OVERRIDE_DATA_PATH true"]
         if read_only:
             options.append("READ_ONLY")
         attach = f"ATTACH {_sql_str(self.catalog_uri())} AS {alias} ({', '.join(options)})"
-        return [*loads, attach]
+        return [*loads, *secrets, attach]
 
     def _open(self, read_only: bool) -> duckdb.DuckDBPyConnection:
         con = duckdb.connect()
-        statements = self.attach_statements(read_only=read_only)
+        statements = self.attach_statements(read_only=read_only, reveal_secrets=True)
         for sql in statements[:-1]:
             con.execute(sql)
         delay = 0.05
@@ -533,6 +592,12 @@ class Lake:
         files = self.files(ref)
         if not files:
             return pl.from_arrow(self.read(ref)).lazy()  # type: ignore[union-attr]
+        if self.store.remote:
+            import pyarrow.dataset as pads
+
+            paths = [self.store.fs_path(self.store.relative(f)) for f in files]
+            dataset = pads.dataset(paths, format="parquet", filesystem=self.store.filesystem)
+            return pl.scan_pyarrow_dataset(dataset)
         return pl.scan_parquet(files)
 
     def read(self, ref: str | TableRef, columns: list[str] | None = None) -> pa.Table:
@@ -559,7 +624,7 @@ class Lake:
             )
         actual = None
         for v in chain:
-            hashes = [file_sha256([Path(self._absolute(f))]) for f in v.files]
+            hashes = [self.store.sha256(f) for f in v.files]
             actual = chain_hash(actual if info.mode == "append" else None, hashes)
         want = expected or info.content_hash
         if actual != want:
@@ -697,66 +762,47 @@ class Lake:
         except BaseException:
             for item in written:
                 for f in item.files:
-                    _remove(self._absolute(f))
+                    self.store.remove(f)
             raise
 
     def _write_files(self, write: TableWrite) -> _Written | None:
-        contract = contract_for(write.kind)
         data = write.data() if callable(write.data) else write.data
-        table_dir = Path(self.data_path) / "main" / write.name
-        table_dir.mkdir(parents=True, exist_ok=True)
-        token = f"cascade-{uuid.uuid4().hex[:16]}"
-        files: list[str] = []
-        rows = 0
-        rows_in_file = 0
-        schema: pa.Schema | None = None
-        writer: pq.ParquetWriter | None = None
-        try:
-            for batch in _as_batches(data):
-                if schema is None:
-                    schema = batch.schema.remove_metadata()
-                    contract.validate(schema, write.name)
-                elif batch.schema.remove_metadata() != schema:
-                    try:
-                        batch = pa.Table.from_batches([batch]).cast(schema).to_batches()[0]
-                    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, IndexError) as exc:
-                        raise SchemaError(
-                            f"table {write.name!r}: batch schema changed mid-stream ({exc})"
-                        ) from None
-                validate_non_null(pa.Table.from_batches([batch]), contract, write.name)
-                if batch.num_rows == 0:
-                    continue
-                if writer is None or rows_in_file >= ROWS_PER_FILE:
-                    if writer is not None:
-                        writer.close()
-                    rel = f"main/{write.name}/{token}-{len(files):05d}.parquet"
-                    files.append(rel)
-                    writer = pq.ParquetWriter(self._absolute(rel), schema, compression="zstd")
-                    rows_in_file = 0
-                writer.write_batch(batch, row_group_size=128_000)
-                rows += batch.num_rows
-                rows_in_file += batch.num_rows
-                _test_pause("mid_write")
-        except BaseException:
-            if writer is not None:
-                writer.close()
-            for f in files:
-                _remove(self._absolute(f))
-            raise
-        if writer is not None:
-            writer.close()
-        if rows == 0 and write.skip_if_empty:
+        if isinstance(data, DataFiles):
+            written = self._check_data_files(write, data)
+        else:
+            try:
+                written = write_data_files(
+                    self.store,
+                    write.name,
+                    data,
+                    kind=write.kind,
+                    rows_per_file=ROWS_PER_FILE,
+                    on_batch=lambda: _test_pause("mid_write"),
+                )
+            except NoDataError as exc:
+                if write.skip_if_empty:
+                    return None
+                raise EmptyCommitError(str(exc)) from None
+        if written.rows == 0 and write.skip_if_empty:
             return None
-        if schema is None:
-            raise EmptyCommitError(f"refusing to commit {write.name!r}: no data was given")
-        if rows == 0 and not write.allow_empty:
+        if written.rows == 0 and not write.allow_empty:
             raise EmptyCommitError(f"refusing to commit an empty version of {write.name!r}")
-        hashes = []
-        for f in files:
-            with open(self._absolute(f), "rb") as fh:
-                os.fsync(fh.fileno())
-            hashes.append(file_sha256([Path(self._absolute(f))]))
-        return _Written(write, files, hashes, rows, schema)
+        return _Written(
+            write, list(written.files), list(written.hashes), written.rows, written.schema
+        )
+
+    def _check_data_files(self, write: TableWrite, data: DataFiles) -> DataFiles:
+        """Files written elsewhere: under this table's folder, present, of the kind's schema."""
+        contract_for(write.kind).validate(data.schema, write.name)
+        for f in data.files:
+            if not f.startswith(f"main/{write.name}/") or ".." in f:
+                raise LakeError(
+                    f"{f}: files of {write.name!r} must be written under main/{write.name}/ of "
+                    "the lake's data path"
+                )
+            if not self.store.exists(f):
+                raise LakeError(f"{self.store.uri(f)}: data file to register does not exist")
+        return data
 
     def _register(self, written: list[_Written], build_id: str) -> list[VersionInfo]:
         """Register written files and their versions in one transaction, retrying races."""
@@ -919,11 +965,6 @@ def _duck_type(arrow_type: pa.DataType) -> str:
         return str(con.sql("SELECT * FROM empty").types[0])
     finally:
         con.close()
-
-
-def _remove(path: str) -> None:
-    with contextlib.suppress(OSError):
-        os.remove(path)
 
 
 def _one_line(exc: Exception) -> str:
