@@ -1,0 +1,125 @@
+"""preference_pairs: human preference pairs for the reward model.
+
+Following the Cascade recipe's scalar reward model data (82K pairs: HelpSteer2 10K,
+HelpSteer3 40K -> 36K after removing ties, the rest synthetic, see `rm_offtopic_pairs`):
+read a human preference set in its own shape, make (prompt, chosen, rejected) pairs, drop
+ties and malformed rows with the field at fault, drop pairs whose prompt shares a word 9-gram
+with an evaluation benchmark, and drop exact and near duplicate pairs.
+
+`format` names the shape (field names as on the Hugging Face Hub):
+
+- `helpsteer3` (default): `context` (list of turns), `response1`, `response2`,
+  `overall_preference` (-3..+3; negative = response 1 better; 0 = tie), `domain` (the
+  pair's category). The prompt field is `context`: `mapping.problem=context` (the default).
+- `helpsteer2`: one row per response with `prompt`, `response` and 0..4 ratings; the
+  responses of one prompt are grouped and every two whose `attribute` rating differs make a
+  pair (equal ratings: a tie). Set `format=helpsteer2 mapping.problem=prompt`.
+
+One build reads one format; build each set into its own table (`--out`), a reward-model
+stage lists them all. Dedup works on whole pairs (context + chosen + rejected): two pairs
+of one prompt with different responses are different preferences and both stay.
+Output rows follow `schemas.preferences.PREFERENCE_PAIRS`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from builders.runner import Build, BuildError
+from curation.decontaminate import decontaminate
+from curation.dedup import exact_dedup, near_dedup
+from curation.preferences import (
+    HELPSTEER2_ATTRIBUTES,
+    group_rated_responses,
+    pairs_from_ratings,
+    pairs_from_signed_preferences,
+    select_pair_columns,
+)
+from lake.steps import Step
+
+NAME = "preference_pairs"
+DOMAIN = "chat"
+OUTPUT_KIND = "preference_pairs"
+FORMATS = ("helpsteer3", "helpsteer2")
+DEFAULTS: dict[str, Any] = {
+    "format": "helpsteer3",
+    "mapping": {"problem": "context"},
+    "attribute": "helpfulness",
+    "benchmarks": ["ifeval"],
+    "benchmark_dir": "",
+    "ngram": 9,
+    "decontam_rule": "literal",
+    "near_dup_threshold": 0.9,
+    "num_perm": 112,
+    "on_error": "raise",
+}
+"""`attribute`: the HelpSteer2 rating that decides a pair. `benchmarks`: add the RLHF
+stage's chat evaluations (an ArenaHard jsonl with a `problem` field, ...) by path."""
+
+
+def steps(params: dict[str, Any], build: Build) -> list[Step]:
+    """The recipe, top to bottom."""
+    if params["format"] not in FORMATS:
+        raise BuildError(f"unknown format {params['format']!r}; formats: {', '.join(FORMATS)}")
+    if params["attribute"] not in HELPSTEER2_ATTRIBUTES:
+        raise BuildError(
+            f"unknown attribute {params['attribute']!r}; one of {', '.join(HELPSTEER2_ATTRIBUTES)}"
+        )
+    benchmarks = build.load_benchmarks(params["benchmarks"], params["benchmark_dir"])
+    return [
+        *human_pairs(params),
+        Step(
+            "decontaminate",
+            decontaminate,
+            {
+                "benchmarks": benchmarks,
+                "n": params["ngram"],
+                "rule": params["decontam_rule"],
+                "text_column": "context_text",
+            },
+            scope="rows",
+        ),
+        Step(
+            "exact_dedup",
+            exact_dedup,
+            {"text_column": "pair_text", "id_column": "uid", "reference_columns": ()},
+            partition="normalized_text",
+        ),
+        Step(
+            "near_dedup",
+            near_dedup,
+            {
+                "text_column": "pair_text",
+                "id_column": "uid",
+                "threshold": params["near_dup_threshold"],
+                "num_perm": params["num_perm"],
+                "keep_apart": (),
+            },
+            partition="lsh_bands",
+        ),
+        Step("pair_columns", select_pair_columns, scope="rows"),
+    ]
+
+
+def human_pairs(params: dict[str, Any]) -> list[Step]:
+    """The format's pairs: one per HelpSteer3 row, or per two rated HelpSteer2 responses."""
+    field = (params.get("mapping") or {}).get("problem")
+    if params["format"] == "helpsteer3":
+        return [
+            Step(
+                "signed_preference_pairs",
+                pairs_from_signed_preferences,
+                {"context_name": field},
+                scope="rows",
+            )
+        ]
+    attribute = {"attribute": params["attribute"]}
+    return [
+        Step(
+            "group_by_prompt",
+            group_rated_responses,
+            {**attribute, "prompt_name": field},
+            partition="prompt",
+        ),
+        Step("rating_pairs", pairs_from_ratings, attribute, scope="rows", fan_out=True),
+    ]
