@@ -1,0 +1,119 @@
+"""rlhf_prompts: the RLHF stage's prompts, a subset of the reward model's preference prompts.
+
+Following the Cascade recipe's RLHF data: only prompts from the reward model's own
+preference data (prompts outside its distribution destabilize or collapse training), with
+math and competitive-programming prompts excluded (leaving math in cost about 2 points on
+AIME25), disjoint from the SFT prompts like every Cascade 1 RL set.
+
+Sources are `preference_pairs` tables of the lake (built by `preference_pairs` or
+`rm_offtopic_pairs`; several may be given): `--source preference_pairs_hs3 --source
+rm_offtopic_pairs`. Their rows are ingested with `problem=prompt` (the final user turn) and
+`source_id=prompt_uid` (the pair's source row); the steps lift the whole context back into
+`messages`, collapse pairs that share a context into one prompt, exclude math and code
+prompts by the source's category when it names one and else by content rules (the drop
+detail keeps the evidence), decontaminate against the evaluation benchmarks (word 9-grams),
+remove near duplicates, keep the set disjoint from the SFT sets, and optionally draw a seeded
+subsample of `size` prompts.
+
+Rows are prompts with `messages` (JSON turns ending with the user's), for an RL stage with
+`messages_column: messages`; `category`, `pair_source` and `pair_method` say where each came
+from.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from builders.runner import Build
+from curation.decontaminate import decontaminate
+from curation.dedup import exact_dedup, near_dedup
+from curation.difficulty import disjoint_from
+from curation.preferences import (
+    CODE_RULES,
+    MATH_RULES,
+    exclude_math_and_code,
+    prompts_from_pairs,
+    subsample,
+)
+from curation.preferences.math_and_code import CODE_CATEGORIES, MATH_CATEGORIES
+from lake.steps import Step
+
+NAME = "rlhf_prompts"
+DOMAIN = "chat"
+OUTPUT_KIND = "prompts"
+DEFAULTS: dict[str, Any] = {
+    "mapping": {"problem": "prompt", "source_id": "prompt_uid"},
+    "math_categories": list(MATH_CATEGORIES),
+    "code_categories": list(CODE_CATEGORIES),
+    "math_rules": list(MATH_RULES),
+    "code_rules": list(CODE_RULES),
+    "benchmarks": ["ifeval"],
+    "benchmark_dir": "",
+    "ngram": 9,
+    "decontam_rule": "literal",
+    "near_dup_threshold": 0.8,
+    "num_perm": 112,
+    "sft_datasets": ["sft_general"],
+    "size": 0,
+    "seed": 0,
+    "on_error": "raise",
+}
+"""`size` 0 keeps every prompt. `benchmarks`: add the stage's chat evaluations (an
+ArenaHard jsonl with a `problem` field, ...) by path."""
+
+
+def steps(params: dict[str, Any], build: Build) -> list[Step]:
+    """The recipe, top to bottom."""
+    benchmarks = build.load_benchmarks(params["benchmarks"], params["benchmark_dir"])
+    context = {"text_column": "context_text", "id_column": "uid"}
+    recipe = [
+        Step("prompts_from_pairs", prompts_from_pairs, scope="rows"),
+        Step("same_prompt", exact_dedup, context, partition="normalized_text"),
+        Step(
+            "exclude_math_and_code",
+            exclude_math_and_code,
+            {
+                "math_categories": params["math_categories"],
+                "code_categories": params["code_categories"],
+                "math_rules": params["math_rules"],
+                "code_rules": params["code_rules"],
+            },
+            scope="rows",
+        ),
+        Step(
+            "decontaminate",
+            decontaminate,
+            {
+                "benchmarks": benchmarks,
+                "n": params["ngram"],
+                "rule": params["decontam_rule"],
+                "text_column": "context_text",
+            },
+            scope="rows",
+        ),
+        Step(
+            "near_dedup",
+            near_dedup,
+            {
+                **context,
+                "threshold": params["near_dup_threshold"],
+                "num_perm": params["num_perm"],
+                "keep_apart": ("numbers",),
+            },
+            partition="lsh_bands",
+        ),
+    ]
+    if params["sft_datasets"]:
+        recipe.append(
+            Step(
+                "disjoint_from_sft",
+                disjoint_from,
+                {"lake": build.lake, "datasets": list(params["sft_datasets"])},
+                partition="lsh_bands",
+            )
+        )
+    if params["size"]:
+        recipe.append(
+            Step("subsample", subsample, {"size": params["size"], "seed": params["seed"]})
+        )
+    return recipe
