@@ -228,3 +228,27 @@ def test_update_reports_the_rollout_logprob_gap_and_kl() -> None:
     stats = update(AutogradEngine(model), episodes, stage, None, reference, {}, torch.device("cpu"))
     assert stats["logprob_gap"] < 1e-5
     assert stats["kl"] == pytest.approx(0.0, abs=1e-6)
+
+
+def test_mopd_teacher_log_probs_come_from_each_episodes_domain_teacher() -> None:
+    from training.grpo import pack_episodes, packed_logits, teacher_logprobs
+    from training.models import build_model
+    from training.rollout import sampling_logprobs
+
+    teachers = {
+        "math": build_model("tiny-random:qwen2", None, 64, "sdpa", seed=1).eval(),
+        "chat": build_model("tiny-random:qwen2", None, 64, "sdpa", seed=2).eval(),
+    }
+    episodes = make_episodes()
+    for e, domain in zip(episodes, ["math", "chat", "chat", "math"], strict=True):
+        e.domain = domain
+    batch = pack_episodes(episodes, torch.device("cpu"))
+    labels = batch.labels.clamp(min=0)
+    got = teacher_logprobs(teachers, episodes, batch, labels, 0.7)
+    with torch.no_grad():
+        for i, e in enumerate(episodes):
+            alone = pack_episodes([e], torch.device("cpu"))
+            logits = packed_logits(teachers[e.domain], alone)  # type: ignore[index]
+            want = sampling_logprobs(logits, alone.labels.clamp(min=0), 0.7)[alone.response]
+            mine = (batch.episode == i) & batch.response
+            torch.testing.assert_close(got[mine], want, rtol=1e-5, atol=1e-5)

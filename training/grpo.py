@@ -102,7 +102,7 @@ def run_rl_stage(ctx: StageContext) -> StageResult:
         stage.max_steps,
         bf16,
     )
-    teachers = {} if grpo else load_teachers(ctx, attn, device)
+    teachers = {} if grpo else load_teachers(ctx, attn, device, tokenizer.get_vocab())
     rollout = make_rollout_engine(
         stage.rollout.engine,
         engine.module,
@@ -690,7 +690,9 @@ def frozen(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
     return model.to(device).eval()
 
 
-def load_teachers(ctx: StageContext, attn: str, device: torch.device) -> dict[str, torch.nn.Module]:
+def load_teachers(
+    ctx: StageContext, attn: str, device: torch.device, vocab: dict[str, int]
+) -> dict[str, torch.nn.Module]:
     """MOPD teachers by domain: `stage:<name>`, `init`, or a model directory / hub id.
 
     They must share the policy's tokenizer (the recipe's teachers come from the same SFT
@@ -704,17 +706,16 @@ def load_teachers(ctx: StageContext, attn: str, device: torch.device) -> dict[st
             source = str(ctx.init_from) if ctx.init_from else ctx.manifest.base_model
         elif spec.startswith("stage:"):
             source = str(ctx.stage_finals[spec[len("stage:") :]])
-        else:
-            source = spec
+        else:  # a path relative to the manifest, an absolute path, or a hub id
+            beside = ctx.manifest_path.parent / spec
+            source = str(beside.resolve()) if beside.exists() else spec
         if source not in by_source:
             if source.startswith("tiny-random:"):
                 raise ValueError(f"MOPD teacher {domain!r} must be a trained model, not {source}")
             if not Path(source).exists() and source.startswith(("/", ".")):
                 raise FileNotFoundError(f"MOPD teacher {domain!r}: {source} does not exist")
-            if ctx.init_from is not None and Path(source).is_dir():
-                ours = load_tokenizer(str(ctx.init_from)).get_vocab()
-                if load_tokenizer(source).get_vocab() != ours:
-                    raise ValueError(f"MOPD teacher {domain!r} ({source}) has another tokenizer")
+            if load_tokenizer(source).get_vocab() != vocab:
+                raise ValueError(f"MOPD teacher {domain!r} ({source}) has another tokenizer")
             by_source[source] = frozen(build_model(source, None, 0, attn, stage.seed), device)
         loaded[domain] = by_source[source]
     return loaded
