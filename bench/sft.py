@@ -37,9 +37,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from training.chat_template import TokenizedChat  # noqa: E402
+from training.distributed import init_distributed  # noqa: E402
 from training.models import pick_attn_implementation  # noqa: E402
 from training.packing import collate, pack_best_fit  # noqa: E402
-from training.sft import init_distributed, token_losses  # noqa: E402
+from training.sft import token_losses  # noqa: E402
 
 QWEN2_1_5B = {  # Qwen/Qwen2-1.5B config.json
     "hidden_size": 1536,

@@ -1,10 +1,10 @@
-"""`cascade train`: run a training manifest's stages (SFT now; GRPO stages stop the run)."""
+"""`cascade train`: run a training manifest's stages (SFT, GRPO, MOPD) in order."""
 
 from __future__ import annotations
 
 import typer
 
-from cli import app
+from cli.app import app
 from cli.console import CascadeError, console, state
 
 
@@ -15,9 +15,13 @@ def train(
     resume: bool = typer.Option(False, "--resume", help="Continue from the last checkpoint."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
 ) -> None:
-    """Train the stages of MANIFEST in order, each from the previous stage's final model."""
-    from training.runner import ManifestError, StageNotImplementedError, run_cascade
-    from training.sft_data import DataHashError
+    """Train the stages of MANIFEST in order, each from the previous stage's final model.
+
+    Multi-process (one per GPU, or gloo ranks on CPU): `torchrun --nproc_per_node N
+    $(which cascade) train --manifest M`.
+    """
+    from training.datasets import DataHashError
+    from training.runner import ManifestError, run_cascade
 
     try:
         finals = run_cascade(
@@ -25,10 +29,10 @@ def train(
             stage=stage,
             resume=resume,
             lake_path=state.lake_path,
-            show_progress=progress,
-            say=lambda line: console.print(line, highlight=False),
+            show_progress=progress and not getattr(state, "quiet", False),
+            say=lambda line: console.print(line, highlight=False, markup=False),
         )
-    except (ManifestError, DataHashError, StageNotImplementedError) as exc:
+    except (ManifestError, DataHashError) as exc:
         raise CascadeError(str(exc)) from None
     for path in finals:
-        console.print(f"[green]done:[/green] {path}", highlight=False)
+        console.print(f"done: {path}", highlight=False, markup=False)

@@ -17,7 +17,11 @@ import torch
 from safetensors.torch import load_file
 from test_training_sft import ROOT, gsm8k_chats, read_log, tiny_manifest, write_jsonl
 
-CLI = [sys.executable, "-c", "import sys, cli; sys.argv[0] = 'cascade'; cli.main()"]
+CLI = [
+    sys.executable,
+    "-c",
+    "import sys; from cli.main import main; sys.argv[0] = 'cascade'; main()",
+]
 
 
 def clean_env() -> dict[str, str]:

@@ -180,25 +180,42 @@ def test_data_stream_epochs_reshuffle_and_cover_every_sample() -> None:
     ]
 
 
-@pytest.mark.parametrize("attn", ["sdpa", "eager"])
-def test_packed_and_unpacked_per_token_losses_match(tokenizer, chats, attn) -> None:
+@pytest.mark.parametrize(
+    ("attn", "device"),
+    [
+        ("sdpa", "cpu"),
+        ("eager", "cpu"),
+        pytest.param(
+            "flex_attention",
+            "cuda",
+            marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU"),
+        ),
+    ],
+)
+def test_packed_and_unpacked_per_token_losses_match(tokenizer, chats, attn, device) -> None:
+    """Packed samples must not see each other, whatever the attention backend (flex_attention
+    builds a document mask from the restarting positions; its CPU kernels are compiled per
+    shape and not used by the trainer on CPU)."""
     samples = [
         tokenize_chat(tokenizer, c, "think" if c[-1].reasoning else "no_think") for c in chats[:16]
     ]
     model = build_model("tiny-random:qwen2", None, len(tokenizer), attn, seed=0).eval()
+    model = model.to(device)
     pad = tokenizer.pad_token_id
     rows = pack_best_fit([len(s.input_ids) for s in samples], 1024)
     assert any(len(r) > 1 for r in rows)  # the test is only meaningful if samples share rows
     with torch.no_grad():
-        packed = collate(rows, samples, pad)
+        packed = collate(rows, samples, pad).to(device)
         packed_losses = token_losses(model, packed)
         restarting = packed.position_ids.clone()
-        packed.position_ids = torch.arange(packed.input_ids.shape[1]).expand_as(restarting)
+        packed.position_ids = torch.arange(packed.input_ids.shape[1], device=device).expand_as(
+            restarting
+        )
         leaky_losses = token_losses(model, packed)  # control: one long sequence per row
         for r, row in enumerate(rows):
             start = 0
             for i in row:
-                alone = token_losses(model, collate([[i]], samples, pad))[0]
+                alone = token_losses(model, collate([[i]], samples, pad).to(device))[0]
                 n = len(samples[i].input_ids)
                 torch.testing.assert_close(
                     packed_losses[r, start : start + n], alone, rtol=1e-5, atol=1e-5
@@ -206,6 +223,20 @@ def test_packed_and_unpacked_per_token_losses_match(tokenizer, chats, attn) -> N
                 start += n
     # Without restarting positions later samples see earlier ones: losses must differ.
     assert not torch.allclose(leaky_losses, packed_losses, atol=1e-3)
+
+
+def test_auto_attention_is_flex_attention_on_a_gpu_without_flash_attn(monkeypatch) -> None:
+    import sys
+    import types
+
+    from training.models import pick_attn_implementation
+
+    monkeypatch.setitem(sys.modules, "flash_attn", None)  # `import flash_attn` fails
+    assert pick_attn_implementation("auto", on_gpu=True) == "flex_attention"
+    assert pick_attn_implementation("auto", on_gpu=False) == "sdpa"
+    monkeypatch.setitem(sys.modules, "flash_attn", types.ModuleType("flash_attn"))
+    assert pick_attn_implementation("auto", on_gpu=True) == "flash_attention_2"
+    assert pick_attn_implementation("eager", on_gpu=True) == "eager"
 
 
 def test_learning_rate_schedules_warm_up_then_decay_to_the_floor() -> None:
