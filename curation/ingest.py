@@ -17,6 +17,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -155,7 +156,8 @@ def _read_jsonl(path: str, on_error: str) -> Iterator[Chunk | Malformed]:
             numbers = [first + i for i, raw in enumerate(lines) if raw.strip()]
             try:
                 frame = pl.read_ndjson(io.BytesIO(block), infer_schema_length=None)
-                if frame.height == len(numbers) and not _has_struct(frame.schema):
+                exact = not _has_struct(frame.schema) and not _mixed_scalars(frame, block)
+                if frame.height == len(numbers) and exact:
                     yield Chunk(frame, numbers)
                     continue
             except Exception:  # noqa: BLE001 - any parse failure: locate it line by line below
@@ -200,6 +202,18 @@ def _has_struct(schema: pl.Schema) -> bool:
         return False
 
     return any(nested(dtype) for dtype in schema.values())
+
+
+def _mixed_scalars(frame: pl.DataFrame, block: bytes) -> bool:
+    """True if a text column also had unquoted numbers or booleans in the JSON: Polars
+    would keep them as text ("1" for 1), so the rows must be read exactly instead."""
+    for name, dtype in frame.schema.items():
+        if dtype != pl.String:
+            continue
+        key = re.escape(json.dumps(name).encode())
+        if re.search(key + rb"\s*:\s*[-0-9tf]", block):
+            return True
+    return False
 
 
 def _frame_from_records(records: list[dict]) -> pl.DataFrame:
@@ -338,6 +352,9 @@ def to_prompts(
                 f"{path}: --map {target}={name}: no field {name!r}; available fields: {fields}"
             )
     problem = frame.get_column(problem_field)
+    if isinstance(problem.dtype, pl.List | pl.Struct | pl.Array):
+        # A structured prompt (a list of chat turns): kept as its JSON text.
+        problem = _as_text(problem)
     if problem.dtype != pl.String:
         raise IngestError(f"{path}: field {problem_field!r} must be text, found {problem.dtype}")
     empty = problem.is_null() | (problem.str.strip_chars() == "")
@@ -463,6 +480,11 @@ def ingest(
                 if isinstance(item, Malformed):
                     malformed.append(item)
                     continue
+                if on_error == "skip":
+                    item, empty = _split_empty(item, path, mapping.get("problem", "problem"))
+                    malformed.extend(empty)
+                    if not item.frame.height:
+                        continue
                 prompts = to_prompts(
                     item,
                     path=path,
@@ -526,6 +548,27 @@ def ingest(
         drops_version=run.drops,
         run=run,
     )
+
+
+def _split_empty(chunk: Chunk, path: str, field: str) -> tuple[Chunk, list[Malformed]]:
+    """Rows whose prompt field is null or blank, as malformed lines (when skipping them)."""
+    if field not in chunk.frame.columns:
+        return chunk, []
+    value = chunk.frame.get_column(field)
+    empty = value.is_null()
+    if value.dtype == pl.String:
+        empty |= value.str.strip_chars() == ""
+    if not empty.any():
+        return chunk, []
+    flags = empty.to_list()
+    bad = [
+        Malformed(path, line, f"required field {field!r} is empty or null")
+        for line, flag in zip(chunk.lines, flags, strict=True)
+        if flag
+    ]
+    keep = [i for i, flag in enumerate(flags) if not flag]
+    records = [chunk.records[i] for i in keep] if chunk.records is not None else None
+    return Chunk(chunk.frame[keep], [chunk.lines[i] for i in keep], records), bad
 
 
 def _lake_source(lake: Lake, path: str) -> VersionInfo | None:

@@ -1,19 +1,33 @@
-"""The floor: the lake (DuckLake catalog + cascade's versions), file utilities, the step contract."""
+"""The floor: the lake (DuckLake catalog + cascade's versions), file utilities, the step contract.
 
-from lake.catalog import Lake, LakeBusyError, LakeError, TableRef, VersionInfo
-from lake.files import code_version, file_sha256, json_lines
-from lake.steps import Step, StepResult, drop_rows
+Names are imported lazily, so an operator that only needs `StepResult` does not load DuckDB.
+"""
 
-__all__ = [
-    "Lake",
-    "LakeBusyError",
-    "LakeError",
-    "Step",
-    "StepResult",
-    "TableRef",
-    "VersionInfo",
-    "code_version",
-    "drop_rows",
-    "file_sha256",
-    "json_lines",
-]
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "Lake": "catalog",
+    "LakeBusyError": "catalog",
+    "LakeError": "catalog",
+    "TableRef": "catalog",
+    "VersionInfo": "catalog",
+    "code_version": "files",
+    "file_sha256": "files",
+    "json_lines": "files",
+    "Step": "steps",
+    "StepResult": "steps",
+    "drop_rows": "steps",
+    "run_steps": "steps",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'lake' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"lake.{module}"), name)

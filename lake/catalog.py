@@ -64,6 +64,7 @@ import pyarrow as pa
 
 import schemas.difficulty  # noqa: F401  (registers the difficulty table kind)
 import schemas.generation  # noqa: F401  (registers the generations table kind)
+import schemas.preferences  # noqa: F401  (registers the preference_pairs table kind)
 from lake.files import code_version
 from lake.storage import (
     ROWS_PER_FILE,

@@ -21,13 +21,15 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import polars as pl
 import pyarrow as pa
 
-from lake.catalog import Lake, LakeError, TableWrite, VersionInfo
 from schemas.dataset_manifest import FunnelStep
+
+if TYPE_CHECKING:  # the runner needs the lake; operators importing StepResult do not
+    from lake.catalog import Lake, VersionInfo
 
 SCOPES = ("rows", "table")
 KEY_COLUMNS = ("uid", "id")
@@ -175,6 +177,8 @@ def run_steps(
     the drops of every step land in `drops` with that version, in one transaction. Rows keep
     the measurement columns steps add, so thresholds can be re-tuned with SQL later.
     """
+    from lake.catalog import TableWrite
+
     executor = executor or LocalExecutor()
     build_id = build_id or uuid.uuid4().hex
     version = lake.next_version(out)
@@ -286,6 +290,8 @@ def _materialize(data: pl.DataFrame | Iterable[pa.RecordBatch]) -> pl.DataFrame:
         return data
     batches = list(data)
     if not batches:
+        from lake.catalog import LakeError
+
         raise LakeError("no rows were read")
     return pl.from_arrow(pa.Table.from_batches(batches))  # type: ignore[return-value]
 

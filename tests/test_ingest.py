@@ -243,3 +243,33 @@ def test_lake_tables_are_sources_too(lake: Lake, tmp_path: Path) -> None:
     assert report.version.parents == ["first@1"]
     with pytest.raises(IngestError, match="same source is given twice"):
         ingest(lake, ["first@1", "first@1"], "again")
+
+
+def test_values_keep_their_json_types_and_structured_prompts_read(
+    lake: Lake, tmp_path: Path
+) -> None:
+    # A field holding 1 in one row and "3" in the next keeps both as they were.
+    rows = [{"problem": "a?", "n": 1}, {"problem": "b?", "n": "3"}, {"problem": "c?", "n": True}]
+    ingest(lake, [str(write_jsonl(tmp_path / "m.jsonl", rows))], "mixed")
+    assert [json.loads(m) for m in lake.read("mixed")["metadata"].to_pylist()] == [
+        {"n": 1},
+        {"n": "3"},
+        {"n": True},
+    ]
+    # A prompt given as chat turns (HelpSteer3's `context`) from Parquet is kept as JSON text.
+    turns = [[{"role": "user", "content": "Hi?"}], [{"role": "user", "content": "Bye?"}]]
+    pl.DataFrame({"context": turns, "score": [1, -2]}).write_parquet(tmp_path / "c.parquet")
+    ingest(lake, [str(tmp_path / "c.parquet")], "chats", mapping={"problem": "context"})
+    assert [json.loads(p) for p in lake.read("chats")["problem"].to_pylist()] == turns
+
+
+def test_a_null_prompt_is_a_drop_when_skipping(lake: Lake, tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "n.jsonl", [{"problem": "ok?"}, {"problem": None}, {"x": 1}])
+    with pytest.raises(IngestError, match=r"n.jsonl:2: required field 'problem' is empty"):
+        ingest(lake, [str(path)], "nulls")
+    report = ingest(lake, [str(path)], "nulls", on_error="skip")
+    assert report.version.rows == 1
+    assert [(m.line, m.error) for m in report.malformed] == [
+        (2, "required field 'problem' is empty or null"),
+        (3, "required field 'problem' is empty or null"),
+    ]
