@@ -123,6 +123,23 @@ def load_latest(engine: object, checkpoint_dir: Path, rank: int) -> dict | None:
     return client
 
 
+def resume(engine: object, ctx: object, fingerprint: dict, rank: int) -> dict | None:
+    """With `--resume`: load the newest complete checkpoint, check it was trained on the same
+    data (`fingerprint`), restore every RNG; its client state (None: start from step 0)."""
+    if not ctx.resume:  # type: ignore[attr-defined]
+        return None
+    client = load_latest(engine, ctx.checkpoint_dir, rank)  # type: ignore[attr-defined]
+    if client is None:
+        return None
+    if client["data"] != fingerprint:
+        raise ValueError(
+            f"stage {ctx.stage.name!r}: the checkpoint was trained on different data "  # type: ignore[attr-defined]
+            f"({client['data']}) than now ({fingerprint}); cannot resume"
+        )
+    restore_rng_state(client["rng"])
+    return client
+
+
 def save_step(
     engine: object,
     checkpoint_dir: Path,
@@ -132,13 +149,14 @@ def save_step(
     rank: int,
     keep: int,
 ) -> None:
-    """Save a resumable checkpoint (client state + every RNG), mark it complete, rotate."""
+    """Save a resumable checkpoint (client state + every RNG) with its provenance record,
+    mark it complete, keep the newest `keep`."""
     tag = tag_for(step)
     state = {**client, "step": step, "rng": rng_state()}
     engine.save_checkpoint(str(checkpoint_dir), tag=tag, client_state=state)  # type: ignore[attr-defined]
     torch.distributed.barrier()
     if rank == 0:
-        mark_complete(checkpoint_dir / tag, record)
+        mark_complete(checkpoint_dir / tag, {**record, "step": step})
         rotate(checkpoint_dir, keep)
     torch.distributed.barrier()
 

@@ -122,16 +122,10 @@ def run_rl_stage(ctx: StageContext) -> StageResult:
     fingerprint = {"datasets": [d.ref.content_hash for d in datasets], "prompts": len(prompts)}
     torch.manual_seed(stage.seed)
     start_step, stopped = 0, False
-    client = ckpt.load_latest(engine, ctx.checkpoint_dir, rank) if ctx.resume else None
+    client = ckpt.resume(engine, ctx, fingerprint, rank)
     if client is not None:
-        if client["data"] != fingerprint:
-            raise ValueError(
-                f"stage {stage.name!r}: the checkpoint was trained on different data "
-                f"({client['data']}) than now ({fingerprint}); cannot resume"
-            )
         start_step, stopped = client["step"], client["stopped"]
         stream.load_state_dict(client["stream"])
-        ckpt.restore_rng_state(client["rng"])
     record = ckpt.provenance(
         ctx,
         [d.describe() for d in datasets],

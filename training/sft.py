@@ -151,7 +151,7 @@ def run_sft_stage(ctx: StageContext) -> StageResult:
     ctx.stage_dir.mkdir(parents=True, exist_ok=True)
     ckpt.refuse_to_overwrite(ctx.checkpoint_dir, stage.name, ctx.resume)
 
-    # --- data, tokenizer, model (hashes were checked by the runner) --------------------------
+    # --- data, tokenizer, model, engine (hashes were checked by the runner) ------------------
     datasets = [load(v) for v in ctx.datasets]
     tokenizer = stage_tokenizer(ctx, rank, texts=training_texts(datasets))
     data = tokenize_stage(stage, datasets, tokenizer)
@@ -159,22 +159,9 @@ def run_sft_stage(ctx: StageContext) -> StageResult:
         raise ValueError(f"stage {stage.name!r}: no sample fits max_seq_len {stage.max_seq_len}")
     stream = DataStream([len(s.input_ids) for s in data.samples], stage)
     total_steps = stream.total_steps()
-    accumulation = stage.batch.accumulation_for(world)
     attn = pick_attn_implementation(ctx.manifest.attn_implementation, device.type == "cuda")
-    model = stage_model(ctx, len(tokenizer), attn)
-    if stage.gradient_checkpointing:
-        enable_gradient_checkpointing(model)
-    model.config.use_cache = False
     bf16 = stage.deepspeed.bf16 and device.type == "cuda"
-    engine, scheduler = make_engine(
-        model,
-        stage.optimizer,
-        stage.deepspeed,
-        stage.batch.micro_batch_size,
-        accumulation,
-        total_steps,
-        bf16,
-    )
+    engine, scheduler = sft_engine(ctx, len(tokenizer), attn, world, total_steps, bf16)
     if stage.packing:
         check_packing_isolation(engine, device, len(tokenizer), atol=0.1 if bf16 else 1e-3)
 
@@ -185,16 +172,8 @@ def run_sft_stage(ctx: StageContext) -> StageResult:
         "sample_tokens": sum(stream.lengths),
     }
     torch.manual_seed(stage.seed)
-    start_step = 0
-    client = ckpt.load_latest(engine, ctx.checkpoint_dir, rank) if ctx.resume else None
-    if client is not None:
-        if client["data"] != fingerprint:
-            raise ValueError(
-                f"stage {stage.name!r}: the checkpoint was trained on different data "
-                f"({client['data']}) than now ({fingerprint}); cannot resume"
-            )
-        start_step = client["step"]
-        ckpt.restore_rng_state(client["rng"])
+    client = ckpt.resume(engine, ctx, fingerprint, rank)
+    start_step = client["step"] if client else 0
     record = ckpt.provenance(
         ctx,
         [d.describe() for d in datasets],
@@ -206,9 +185,10 @@ def run_sft_stage(ctx: StageContext) -> StageResult:
         attn_implementation=attn,
     )
 
-    # --- the loop -----------------------------------------------------------------------------
-    delay = float(os.environ.get(STEP_DELAY_ENV, "0") or 0)
+    # --- the loop: micro batches -> backward -> one step -> log -> checkpoint ----------------
+    accumulation = stage.batch.accumulation_for(world)
     micro = stage.batch.micro_batch_size
+    delay = float(os.environ.get(STEP_DELAY_ENV, "0") or 0)
     last_loss: float | None = None
     started = time.perf_counter()
     with StepLog(
@@ -246,16 +226,9 @@ def run_sft_stage(ctx: StageContext) -> StageResult:
                 }
             )
             if done % stage.checkpoint_every_steps == 0 or done == total_steps:
-                position = stream.position(done) if done < total_steps else (None, None)
-                ckpt.save_step(
-                    engine,
-                    ctx.checkpoint_dir,
-                    done,
-                    {"data": fingerprint, "position": position},
-                    {**record, "step": done},
-                    rank,
-                    stage.keep_checkpoints,
-                )
+                saved = {"data": fingerprint}
+                keep = stage.keep_checkpoints
+                ckpt.save_step(engine, ctx.checkpoint_dir, done, saved, record, rank, keep)
             if delay:
                 time.sleep(delay)
 
@@ -264,3 +237,24 @@ def run_sft_stage(ctx: StageContext) -> StageResult:
     ckpt.save_final(engine, tokenizer, ctx.final_dir, record, rank, stage.deepspeed.zero_stage)
     engine.destroy()
     return StageResult(ctx.final_dir, total_steps, last_loss)
+
+
+def sft_engine(
+    ctx: StageContext, vocab: int, attn: str, world: int, total_steps: int, bf16: bool
+) -> tuple[object, torch.optim.lr_scheduler.LambdaLR]:
+    """The stage's starting model (activation checkpointing as asked) in a DeepSpeed engine."""
+    stage: SFTStage = ctx.stage  # type: ignore[assignment]
+    model = stage_model(ctx, vocab, attn)
+    if stage.gradient_checkpointing:
+        enable_gradient_checkpointing(model)
+    model.config.use_cache = False
+    accumulation = stage.batch.accumulation_for(world)
+    return make_engine(
+        model,
+        stage.optimizer,
+        stage.deepspeed,
+        stage.batch.micro_batch_size,
+        accumulation,
+        total_steps,
+        bf16,
+    )
