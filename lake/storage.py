@@ -31,6 +31,7 @@ import pyarrow.parquet as pq
 from schemas.tables import SchemaError, contract_for, validate_non_null
 
 ROWS_PER_FILE = 1_000_000
+ROW_GROUP_ROWS = 128_000
 S3_KEY_ENV = "AWS_ACCESS_KEY_ID"
 S3_SECRET_ENV = "AWS_SECRET_ACCESS_KEY"
 S3_TOKEN_ENV = "AWS_SESSION_TOKEN"
@@ -295,9 +296,12 @@ def write_data_files(
     """Write rows as new Parquet files of table `name` under the store (not registered).
 
     The schema is checked against the kind's contract; files hold at most `rows_per_file`
-    rows and get a fresh random name, so writers on many machines never collide. On any
-    error the files written so far are removed. An input with no rows gives no files (and
-    its schema). `on_batch()` is called after each batch (tests pause there).
+    rows and get a fresh random name, so writers on many machines never collide. Rows are
+    written in row groups of ROW_GROUP_ROWS whatever batches they came in, so a file's bytes
+    (and the version's content hash) depend only on the rows, not on how they were chunked
+    in memory (the local and the cluster executor chunk differently). On any error the files
+    written so far are removed. An input with no rows gives no files (and its schema).
+    `on_batch()` is called after each batch (tests pause there).
     """
     contract = contract_for(kind)
     table_dir = f"main/{name}"
@@ -324,6 +328,33 @@ def write_data_files(
         hashes.append(sink.digest.hexdigest())
         writer = sink = None
 
+    pending: list[pa.RecordBatch] = []
+
+    def write_groups(final: bool) -> None:
+        """Write the pending rows as row groups of ROW_GROUP_ROWS (the last one shorter)."""
+        nonlocal writer, sink, rows_in_file, pending
+        assert schema is not None
+        table = pa.Table.from_batches(pending, schema=schema)
+        offset = 0
+        while table.num_rows - offset >= ROW_GROUP_ROWS or (final and offset < table.num_rows):
+            if writer is None or rows_in_file >= rows_per_file:
+                close_file()
+                rel = f"{table_dir}/{token}-{len(files):05d}.parquet"
+                files.append(rel)
+                if store.remote:
+                    stream = store.filesystem.open_output_stream(store.fs_path(rel))
+                else:
+                    stream = open(store.uri(rel), "wb")  # noqa: SIM115 (closed by close_file)
+                sink = _HashingSink(stream)
+                writer = pq.ParquetWriter(sink, schema, compression="zstd")
+                rows_in_file = 0
+            size = min(ROW_GROUP_ROWS, rows_per_file - rows_in_file, table.num_rows - offset)
+            group = table.slice(offset, size).combine_chunks()
+            writer.write_table(group, row_group_size=size)
+            offset += size
+            rows_in_file += size
+        pending = table.slice(offset).to_batches()
+
     try:
         for batch in as_batches(data):
             if schema is None:
@@ -339,22 +370,14 @@ def write_data_files(
             validate_non_null(pa.Table.from_batches([batch]), contract, name)
             if batch.num_rows == 0:
                 continue
-            if writer is None or rows_in_file >= rows_per_file:
-                close_file()
-                rel = f"{table_dir}/{token}-{len(files):05d}.parquet"
-                files.append(rel)
-                if store.remote:
-                    stream = store.filesystem.open_output_stream(store.fs_path(rel))
-                else:
-                    stream = open(store.uri(rel), "wb")  # noqa: SIM115 (closed by close_file)
-                sink = _HashingSink(stream)
-                writer = pq.ParquetWriter(sink, schema, compression="zstd")
-                rows_in_file = 0
-            writer.write_batch(batch, row_group_size=128_000)
+            pending.append(batch.replace_schema_metadata(None))
             rows += batch.num_rows
-            rows_in_file += batch.num_rows
+            if sum(b.num_rows for b in pending) >= ROW_GROUP_ROWS:
+                write_groups(final=False)
             if on_batch is not None:
                 on_batch()
+        if pending:
+            write_groups(final=True)
         close_file()
     except BaseException:
         with contextlib.suppress(Exception):

@@ -1,0 +1,896 @@
+"""Which executor a command runs its steps on, and how cascade's operators run on a cluster.
+
+`executor_from_options("ray", address)` is what `--executor ray --ray-address ADDR` builds: a
+`lake.ray_executor.RayExecutor` with `CLUSTER_PLANS`, the distributed plans of the operators
+that are not row-local, or whose row-local look hides a table-wide measurement:
+
+- `exact_dedup`: normalization and hashing as a batch map, groups of equal keys by a shuffle
+  on the key, one representative per group in the reducers.
+- `near_dedup`: signatures and band keys as a batch map; candidate pairs by a shuffle on
+  (band, key) (star edges per bucket, as `near_dedup` forms them); pairs verified by two
+  exchanges that bring each endpoint's signature; components by min-label propagation over
+  the verified edges; rows without an answer attached to a single answered cluster by
+  lookups; representatives per cluster by a shuffle on the cluster label; the similarity to
+  the representative by the same two exchanges.
+- `decontaminate`: the benchmark n-gram index built once and shared through the object store;
+  the scan as a batch map; the stock n-grams from document frequencies over every row (a
+  shuffle of (n-gram, text) pairs on the n-gram); the per-row measurement as a batch map.
+- the sampling steps (`sample_responses`, `majority_answer_check`, `measure_pass_rates`):
+  on the driver, which keeps the generation cache and the lake commits, with their
+  generations sent to engines on the cluster (one per worker).
+
+Each plan calls the operators' own helpers (signatures, star edges, representatives,
+`split_clusters`, `find_overlaps`, `measure_rows`, ...) so the two executors compute the same
+thing; the tests compare every kept and dropped row, and the output hash, with the local run.
+These plans belong next to their operators (curation/dedup, curation/decontaminate); they
+live here because the lake floor may not import curation.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import polars as pl
+import xxhash
+
+from cli.console import CascadeError
+from curation.decontaminate import BenchmarkIndex, decontaminate, rule_named
+from curation.decontaminate.index import find_overlaps
+from curation.decontaminate.rules import MEASURE_COLUMNS, document_grams, measure_rows, stock_grams
+from curation.decontaminate.tokens import tokenize
+from curation.dedup import exact_dedup, near_dedup, reference_keys
+from curation.dedup.clusters import check_input, reference_mask, representatives, split_clusters
+from curation.dedup.near import _pack_ordered, _pack_pairs, _star_edges
+from curation.dedup.normalize import mix64, problem_number_hashes, shingle_text
+from curation.dedup.signatures import minhash_signatures
+from curation.difficulty import majority_answer_check, measure_pass_rates
+from curation.generate.backends import make_backend
+from curation.generate.samples import sample_responses
+from curation.sorted_sets import sorted_unique
+from lake.ray_executor import Block, RayExecutor, concat_columns, split_columns
+from lake.steps import Executor, LocalExecutor, Step, StepResult
+
+EXECUTORS = ("local", "ray")
+_MASK32 = np.uint64(0xFFFFFFFF)
+Columns = dict[str, np.ndarray]
+
+
+def executor_from_options(name: str = "local", address: str | None = None) -> Executor:
+    """The executor for `--executor NAME [--ray-address ADDR]` (ADDR: `host:port` of a running
+    cluster's head, `auto`, or none to start Ray inside this process)."""
+    if name == "local":
+        if address:
+            raise CascadeError("--ray-address needs --executor ray")
+        return LocalExecutor()
+    if name == "ray":
+        try:
+            import ray  # noqa: F401
+        except ImportError:
+            raise CascadeError("--executor ray needs Ray: pip install 'ray[data]>=2.60'") from None
+        return RayExecutor(address=address, plans=CLUSTER_PLANS)
+    raise CascadeError(f"--executor must be one of {', '.join(EXECUTORS)}, got {name!r}")
+
+
+def generation_backend_factory(
+    executor: Executor, backend: str, options: dict[str, Any], *, gpus_per_worker: float = 0.0
+) -> Callable[[str], Any] | None:
+    """For `cascade generate`: a backend factory that runs one engine per cluster worker, or
+    None with the local executor (generate_to_lake then builds its engine in-process)."""
+    if not isinstance(executor, RayExecutor):
+        return None
+    return executor.generation_backend(
+        functools.partial(make_backend, backend, **options),
+        name=backend,
+        gpus_per_worker=gpus_per_worker,
+    )
+
+
+# -- exact dedup -----------------------------------------------------------------------------
+
+
+def exact_dedup_on_cluster(ex: RayExecutor, step: Step, frame: pl.DataFrame) -> StepResult:
+    """`exact_dedup` with the normalization mapped over blocks and the groups found by a
+    shuffle on the normalized text's hash."""
+    params = _with_defaults(exact_dedup, step.params)
+    text_column, id_column = params["text_column"], params["id_column"]
+    reference_columns = list(params["reference_columns"])
+    check_input(frame, text_column, id_column)
+    if frame.height == 0:
+        return exact_dedup(frame, **step.params)
+    p = ex.num_partitions
+    columns = [text_column, *(c for c in reference_columns if c in frame.columns)]
+    with ex.stage(step.name, "normalize and hash"):
+        blocks = ex.put_blocks(frame, columns)
+        mapped = [
+            _returns(ex, _exact_keys, p, b.ref, b.start, text_column, reference_columns, p)
+            for b in blocks
+        ]
+    with ex.stage(step.name, "group by normalized text"):
+        groups = ex.get(
+            [ex.remote(_exact_groups).remote(*[m[q] for m in mapped]) for q in range(p)]
+        )
+    with ex.stage(step.name, "assemble"):
+        found = concat_columns(groups)
+        order = np.argsort(found["row"], kind="stable")
+        labels = np.arange(frame.height, dtype=np.int64)
+        labels[found["row"]] = found["rep"]
+        has_ref = reference_mask(frame, reference_columns)
+        kept, dropped, _ = split_clusters(
+            frame, labels, has_ref, id_column=id_column, reason="exact_duplicate", prefix="exact:"
+        )
+        if dropped.height:
+            keys = [format(int(k), "016x") for k in found["exact_key"][order]]
+            dropped = dropped.with_columns(pl.Series("exact_key", keys, pl.String))
+    stats = {
+        "rows_in": frame.height,
+        "rows_out": kept.height,
+        "dropped": dropped.height,
+        "clusters_with_duplicates": int((np.bincount(labels) > 1).sum()),
+    }
+    return StepResult(kept=kept, dropped=dropped, stats=stats)
+
+
+def _exact_keys(
+    block: pl.DataFrame, start: int, text_column: str, reference_columns: list[str], parts: int
+) -> Any:
+    """Per row: the normalized text's hash (the group key `exact_dedup` uses), whether it has
+    a reference, and `exact_key` (xxh3-64 of the normalized text), cut by key."""
+    norm = shingle_text(block.get_column(text_column))
+    key = norm.hash(seed=0).to_numpy()
+    columns = {
+        "key": key,
+        "row": np.arange(start, start + block.height, dtype=np.int64),
+        "has_ref": reference_mask(block, reference_columns),
+        "exact_key": np.array(
+            [xxhash.xxh3_64_intdigest(t.encode()) for t in norm.to_list()], dtype=np.uint64
+        ),
+    }
+    return _as_returns(split_columns(columns, (key % np.uint64(parts)).astype(np.int64), parts))
+
+
+def _exact_groups(*parts: Columns) -> Columns:
+    """Rows of one key partition: the non-representative rows with their representative."""
+    cols = concat_columns(parts)
+    cols = {k: v[np.argsort(cols["row"], kind="stable")] for k, v in cols.items()}
+    _, labels = np.unique(cols["key"], return_inverse=True)
+    rep = representatives(labels.astype(np.int64), cols["has_ref"])
+    dropped = rep != np.arange(rep.size)
+    return {
+        "row": cols["row"][dropped],
+        "rep": cols["row"][rep[dropped]],
+        "exact_key": cols["exact_key"][dropped],
+    }
+
+
+# -- near dedup ------------------------------------------------------------------------------
+
+
+def near_dedup_on_cluster(ex: RayExecutor, step: Step, frame: pl.DataFrame) -> StepResult:
+    """`near_dedup` as a distributed plan (see the module docstring); `verify="exact"` (Python
+    shingle sets) runs on the driver."""
+    params = _with_defaults(near_dedup, step.params)
+    if frame.height < 2 or params["verify"] == "exact":
+        return near_dedup(frame, **step.params)
+    # The operator checks its parameters and derives the banding; one row costs nothing.
+    probe = near_dedup(frame.head(1), **step.params).stats
+    settings = {
+        "text_column": params["text_column"],
+        "reference_columns": list(params["reference_columns"]),
+        "keep_apart": list(params["keep_apart"]),
+        "num_perm": params["num_perm"],
+        "ngram": params["ngram"],
+        "shingle": params["shingle"],
+        "scheme": params["scheme"],
+        "seed": params["seed"],
+        "bands": probe["bands"],
+        "rows": probe["rows_per_band"],
+    }
+    threshold, verify = params["threshold"], params["verify"]
+    use_answer = "answer" in settings["keep_apart"]
+    n, p = frame.height, ex.num_partitions
+    present = [c for c in settings["reference_columns"] if c in frame.columns]
+
+    with ex.stage(step.name, "signatures and band keys"):
+        blocks = ex.put_blocks(frame, [settings["text_column"], *present])
+        starts = np.array([b.start for b in blocks] + [n], dtype=np.int64)
+        mapped = [_returns(ex, _near_block, 3 + 2 * p, b.ref, b.start, settings, p) for b in blocks]
+        sigs = [m[0] for m in mapped]
+        counts = np.array(ex.get([m[2] for m in mapped])).sum(axis=0)
+    links_wanted = use_answer and counts[0] > 0 and counts[1] > 0
+    nb = len(blocks)
+
+    with ex.stage(step.name, "candidate pairs (shuffle on band keys)"):
+        same = [
+            _returns(ex, _band_buckets, nb, starts, False, *[m[3 + q] for m in mapped])
+            for q in range(p)
+        ]
+        links = (
+            [
+                _returns(ex, _band_buckets, nb, starts, True, *[m[3 + p + q] for m in mapped])
+                for q in range(p)
+            ]
+            if links_wanted
+            else [[_empty_pairs_ref(ex)] * nb for _ in range(p)]
+        )
+    with ex.stage(step.name, "verify pairs (two signature exchanges)"):
+        first = [
+            _returns(
+                ex,
+                _pairs_first_end,
+                1 + 2 * nb,
+                blocks[j].start,
+                starts,
+                len(same),
+                sigs[j],
+                mapped[j][1],
+                *[s[j] for s in same],
+                *[lk[j] for lk in links],
+            )  # fmt: skip
+            for j in range(nb)
+        ]
+        candidates = np.array(ex.get([f[0] for f in first])).sum(axis=0)
+        second = [
+            _returns(
+                ex,
+                _pairs_second_end,
+                3,
+                blocks[k].start,
+                threshold,
+                verify,
+                nb,
+                sigs[k],
+                mapped[k][1],
+                *[f[1 + k] for f in first],
+                *[f[1 + nb + k] for f in first],
+            )  # fmt: skip
+            for k in range(nb)
+        ]
+        verified_edges = [s[0] for s in second]
+        verified_links = [s[1] for s in second]
+        verified = np.array(ex.get([s[2] for s in second])).sum(axis=0)
+    with ex.stage(step.name, "connected components (min-label propagation)"):
+        labels = ex.connected_components(verified_edges, p)
+        flags = [_returns(ex, _endpoint_flags, p, e, p) for e in verified_edges]
+        vertices = [
+            ex.remote(_vertex_table).remote(labels[q], *[f[q] for f in flags]) for q in range(p)
+        ]
+    attached = ambiguous = 0
+    remaps = [_empty_remap_ref(ex)] * p
+    if links_wanted and verified[1]:
+        with ex.stage(step.name, "attach rows without an answer"):
+            remaps, attached, ambiguous = _attach_answerless(ex, vertices, verified_links, p)
+    with ex.stage(step.name, "representatives (shuffle on cluster label)"):
+        by_label = [_returns(ex, _route_vertices, p, vertices[q], p) for q in range(p)]
+        finals = [
+            _returns(ex, _final_labels, p, remaps[t], p, *[b[t] for b in by_label])
+            for t in range(p)
+        ]
+        clusters = [
+            _returns(ex, _clusters, 1 + nb, starts, *[f[t] for f in finals]) for t in range(p)
+        ]
+    with ex.stage(step.name, "similarity to the representative"):
+        sim_first = [
+            _returns(
+                ex,
+                _pairs_first_end,
+                1 + 2 * nb,
+                blocks[j].start,
+                starts,
+                len(clusters),
+                sigs[j],
+                mapped[j][1],
+                *[c[1 + j] for c in clusters],
+                *[_empty_pairs_ref(ex)] * len(clusters),
+            )  # fmt: skip
+            for j in range(nb)
+        ]
+        sim = [
+            _returns(
+                ex,
+                _pairs_second_end,
+                3,
+                blocks[k].start,
+                -1.0,
+                "none",
+                nb,
+                sigs[k],
+                mapped[k][1],
+                *[f[1 + k] for f in sim_first],
+                *[f[1 + nb + k] for f in sim_first],
+            )  # fmt: skip
+            for k in range(nb)
+        ]
+        members = concat_columns(ex.get([c[0] for c in clusters]))
+        similar = concat_columns(ex.get([s[0] for s in sim]))
+    with ex.stage(step.name, "assemble"):
+        final = np.arange(n, dtype=np.int64)
+        final[members["vertex"]] = members["label"]
+        estimate = np.zeros(n, dtype=np.float32)
+        estimate[similar["a"]] = similar["agreement"]
+        kept, dropped, _ = split_clusters(
+            frame,
+            final,
+            reference_mask(frame, settings["reference_columns"]),
+            id_column=params["id_column"],
+            reason="near_duplicate",
+            prefix="near:",
+            extra={"jaccard_estimate": estimate},
+        )
+    stats = {
+        "rows_in": n,
+        "rows_out": kept.height,
+        "dropped": dropped.height,
+        "bands": settings["bands"],
+        "rows_per_band": settings["rows"],
+        "threshold": threshold,
+        "candidate_pairs": int(candidates[0] + candidates[1]),
+        "verified_pairs": int(verified[0] + verified[1]),
+        "clusters_with_duplicates": int((np.bincount(final) > 1).sum()),
+        "answerless_clusters_attached": int(attached),
+        "answerless_clusters_ambiguous": int(ambiguous),
+        "keep_apart": list(params["keep_apart"]),
+    }
+    return StepResult(kept=kept, dropped=dropped, stats=stats)
+
+
+def _near_block(block: pl.DataFrame, start: int, s: dict[str, Any], parts: int) -> Any:
+    """A block's signatures, its rows' reference flags, and its band keys cut by key: the
+    `same` keys (band hash, numbers and answer) and the `link` keys (without the answer)."""
+    n = block.height
+    texts = block.get_column(s["text_column"])
+    norm = shingle_text(texts)
+    sig = minhash_signatures(
+        norm,
+        normalized=True,
+        num_perm=s["num_perm"],
+        ngram=s["ngram"],
+        shingle=s["shingle"],
+        scheme=s["scheme"],
+        seed=s["seed"],
+        bits=16,
+    )
+    side = np.zeros(n, dtype=np.uint64)
+    if "numbers" in s["keep_apart"]:
+        side ^= problem_number_hashes(texts, norm)
+    answer_hash = np.zeros(n, dtype=np.uint64)
+    use_answer = "answer" in s["keep_apart"]
+    if use_answer:
+        answer_hash = reference_keys(block, s["reference_columns"])
+    no_answer = answer_hash == 0
+    rows = np.arange(start, start + n, dtype=np.int64)
+    meta = {
+        "no_answer": no_answer,
+        "has_ref": reference_mask(block, s["reference_columns"]),
+    }
+    answer_mix = mix64(answer_hash.copy())
+    same_keys, link_keys = [], []
+    for band in range(s["bands"]):  # the band hash of near_dedup
+        chunk = sig[:, band * s["rows"] : (band + 1) * s["rows"]].astype(np.uint64)
+        h = np.full(n, np.uint64((band + 1) * 0x9E3779B97F4A7C15 % (1 << 64)), dtype=np.uint64)
+        for j in range(s["rows"]):
+            h = mix64(h ^ chunk[:, j])
+        h ^= side
+        same_keys.append(h ^ answer_mix)
+        link_keys.append(h)
+    band = np.repeat(np.arange(s["bands"], dtype=np.int16), n)
+    same = {"band": band, "key": np.concatenate(same_keys), "row": np.tile(rows, s["bands"])}
+    link = {**same, "key": np.concatenate(link_keys), "no_answer": np.tile(no_answer, s["bands"])}
+    if not use_answer:
+        link = {k: v[:0] for k, v in link.items()}
+    cut = np.uint64(parts)
+    return (
+        sig,
+        meta,
+        (int(no_answer.sum()), int((~no_answer).sum())),
+        *split_columns(same, (same["key"] % cut).astype(np.int64), parts),
+        *split_columns(link, (link["key"] % cut).astype(np.int64), parts),
+    )
+
+
+def _band_buckets(starts: np.ndarray, links: bool, *parts: Columns) -> Any:
+    """Star edges of every (band, key) bucket of one key partition, as `near_dedup` forms
+    them: each row to the bucket's first row (`same` keys), or each row without an answer to
+    the bucket's first row when that row has one (`link` keys, answered rows first). Pairs
+    are cut by the block of their first row (where its signature lives)."""
+    cols = concat_columns(parts)
+    found = []
+    if cols and cols["row"].size:
+        # Blocks arrive in row order, each band's rows ascending: a stable sort by band
+        # leaves every band's rows in row order.
+        order = np.argsort(cols["band"], kind="stable")
+        cols = {k: v[order] for k, v in cols.items()}
+        edges = np.flatnonzero(np.diff(cols["band"])) + 1
+        for lo, hi in zip(np.r_[0, edges], np.r_[edges, cols["band"].size], strict=True):
+            keys, rows = cols["key"][lo:hi], cols["row"][lo:hi]
+            if not links:
+                a, b = _star_edges(keys, np.arange(keys.size, dtype=np.int64))
+                found.append(_pack_pairs(rows[a], rows[b]))
+            else:
+                no_answer = cols["no_answer"][lo:hi]
+                answered_first = np.argsort(no_answer, kind="stable").astype(np.int64)
+                a, b = _star_edges(keys, answered_first)
+                cross = no_answer[a] & ~no_answer[b]
+                found.append(_pack_ordered(rows[a[cross]], rows[b[cross]]))
+    packed = sorted_unique(np.concatenate(found)) if found else np.zeros(0, np.uint64)
+    first_end = (packed >> np.uint64(32)).astype(np.int64)
+    pairs = {"pair": packed}
+    return _as_returns(_split_by_block(pairs, first_end, starts))
+
+
+def _pairs_first_end(
+    start: int,
+    starts: np.ndarray,
+    same_parts: int,
+    sig: np.ndarray,
+    meta: Columns,
+    *parts: Columns,
+) -> Any:
+    """Pairs whose first row is in this block: distinct pairs counted, each with its first
+    row's signature and flags, cut by the block of its second row."""
+    out = []
+    counts = []
+    for group in (parts[:same_parts], parts[same_parts:]):
+        cols = concat_columns(group)
+        packed = sorted_unique(cols["pair"]) if cols else np.zeros(0, np.uint64)
+        counts.append(int(packed.size))
+        a = (packed >> np.uint64(32)).astype(np.int64)
+        b = (packed & _MASK32).astype(np.int64)
+        local = a - start
+        pairs = {
+            "a": a,
+            "b": b,
+            "sig_a": sig[local],
+            "no_answer_a": meta["no_answer"][local],
+            "has_ref_a": meta["has_ref"][local],
+        }
+        out.append(_split_by_block(pairs, b, starts))
+    return (tuple(counts), *out[0], *out[1])
+
+
+def _pairs_second_end(
+    start: int,
+    threshold: float,
+    verify: str,
+    blocks: int,
+    sig: np.ndarray,
+    meta: Columns,
+    *parts: Columns,
+) -> tuple:
+    """Pairs whose second row is in this block: signature agreement (`near_dedup`'s
+    estimate, float32), kept when it reaches the threshold (`verify="estimate"`)."""
+    out = []
+    for group in (parts[:blocks], parts[blocks:]):
+        cols = concat_columns(group)
+        if not cols or cols["a"].size == 0:
+            out.append(_no_pairs())
+            continue
+        local = cols["b"] - start
+        agreement = (cols["sig_a"] == sig[local]).mean(axis=1).astype(np.float32)
+        keep = agreement >= threshold if verify == "estimate" else np.ones(local.size, bool)
+        out.append(
+            {
+                "a": cols["a"][keep],
+                "b": cols["b"][keep],
+                "agreement": agreement[keep],
+                "no_answer_a": cols["no_answer_a"][keep],
+                "has_ref_a": cols["has_ref_a"][keep],
+                "no_answer_b": meta["no_answer"][local[keep]],
+                "has_ref_b": meta["has_ref"][local[keep]],
+            }
+        )
+    return out[0], out[1], (int(out[0]["a"].size), int(out[1]["a"].size))
+
+
+def _endpoint_flags(edges: Columns, parts: int) -> Any:
+    """Both ends of each verified edge with their flags, cut by vertex partition."""
+    cols = {
+        "vertex": np.concatenate([edges["a"], edges["b"]]),
+        "no_answer": np.concatenate([edges["no_answer_a"], edges["no_answer_b"]]),
+        "has_ref": np.concatenate([edges["has_ref_a"], edges["has_ref_b"]]),
+    }
+    return _as_returns(split_columns(cols, cols["vertex"] % parts, parts))
+
+
+def _vertex_table(labels: Columns, *flags: Columns) -> Columns:
+    """A vertex partition's vertices with their component label and flags."""
+    cols = concat_columns(flags)
+    vertex, first = np.unique(cols["vertex"], return_index=True)
+    if not np.array_equal(vertex, labels["vertex"]):
+        raise RuntimeError("near dedup: the component labels and the vertex flags disagree")
+    return {
+        "vertex": vertex,
+        "label": labels["label"],
+        "no_answer": cols["no_answer"][first],
+        "has_ref": cols["has_ref"][first],
+    }
+
+
+def _attach_answerless(
+    ex: RayExecutor, vertices: list[Any], links: list[Any], p: int
+) -> tuple[list[Any], int, int]:
+    """`near_dedup`'s attachment: an answerless cluster linked (by verified link pairs) to
+    exactly one answered cluster joins it. Returns the remap per label partition."""
+    answered = [_returns(ex, _label_answers, p, v, p) for v in vertices]
+    comp_answered = [ex.remote(_any_answer).remote(*[a[t] for a in answered]) for t in range(p)]
+    with_a = ex.lookup(links, "a", vertices, "vertex", {"label_a": ("label", -1)})
+    with_b = ex.lookup(with_a, "b", vertices, "vertex", {"label_b": ("label", -1)})
+    fixed = [ex.remote(_own_label_if_absent).remote(part) for part in with_b]
+    checked = ex.lookup(fixed, "label_a", comp_answered, "label", {"answered": ("answered", False)})
+    results = [ex.remote(_single_targets).remote(part) for part in checked]
+    counts = np.array(ex.get([ex.remote(_remap_counts).remote(r) for r in results])).sum(axis=0)
+    return results, int(counts[0]), int(counts[1])
+
+
+def _label_answers(vertices: Columns, parts: int) -> Any:
+    cols = {"label": vertices["label"], "answered": ~vertices["no_answer"]}
+    return _as_returns(split_columns(cols, vertices["label"] % parts, parts))
+
+
+def _any_answer(*parts: Columns) -> Columns:
+    cols = concat_columns(parts)
+    labels, at = np.unique(cols["label"], return_inverse=True)
+    answered = np.zeros(labels.size, dtype=np.bool_)
+    np.logical_or.at(answered, at, cols["answered"])
+    return {"label": labels, "answered": answered}
+
+
+def _own_label_if_absent(cols: Columns) -> Columns:
+    """A row in no verified pair is its own cluster: its label is itself."""
+    cols = dict(cols)
+    for end in ("a", "b"):
+        label = cols[f"label_{end}"]
+        cols[f"in_graph_{end}"] = label >= 0
+        cols[f"label_{end}"] = np.where(label < 0, cols[end], label)
+    return cols
+
+
+def _single_targets(cols: Columns) -> Columns:
+    """Per answerless cluster (all of its links are in this partition), its answered target
+    when it links to exactly one: the remap, with whether each end is a row in no verified
+    pair (it then joins the cluster as a vertex of its own) and that row's reference flag."""
+    links = pl.DataFrame({k: cols[k] for k in (
+        "label_a", "label_b", "in_graph_a", "in_graph_b", "has_ref_a", "has_ref_b"
+    )}).filter(~pl.Series(cols["answered"]))  # fmt: skip
+    if links.height == 0:
+        return _no_remap()
+    targets = links.group_by("label_a").agg(pl.col("label_b").n_unique().alias("targets"))
+    single = targets.filter(pl.col("targets") == 1).select("label_a")
+    remap = (
+        links.join(single, on="label_a").sort("label_a", "label_b").unique("label_a", keep="first")
+    ).sort("label_a")
+    return {
+        "label": remap["label_a"].to_numpy(),
+        "target": remap["label_b"].to_numpy(),
+        "label_in_graph": remap["in_graph_a"].to_numpy(),
+        "label_has_ref": remap["has_ref_a"].to_numpy(),
+        "target_in_graph": remap["in_graph_b"].to_numpy(),
+        "target_has_ref": remap["has_ref_b"].to_numpy(),
+        "ambiguous": np.array([int((targets["targets"] > 1).sum())], np.int64),
+    }
+
+
+def _remap_counts(remap: Columns) -> tuple[int, int]:
+    return int(remap["label"].size), int(remap["ambiguous"].sum())
+
+
+def _route_vertices(vertices: Columns, parts: int) -> Any:
+    cols = {k: vertices[k] for k in ("vertex", "label", "has_ref")}
+    return _as_returns(split_columns(cols, cols["label"] % parts, parts))
+
+
+def _final_labels(remap: Columns, parts: int, *routed: Columns) -> Any:
+    """Vertices of one label partition with their final label (the attachment applied); an
+    attached row that was in no verified pair becomes a vertex here. Cut by final label."""
+    cols = concat_columns(routed)
+    labels = cols["label"]
+    at = np.searchsorted(remap["label"], labels)
+    at = np.minimum(at, max(remap["label"].size - 1, 0))
+    hit = remap["label"].size > 0
+    final = labels.copy()
+    if hit:
+        found = remap["label"][at] == labels
+        final[found] = remap["target"][at[found]]
+        # rows in no verified pair: an attached answerless row, an answered target
+        lone, target = ~remap["label_in_graph"], ~remap["target_in_graph"]
+        cols = {
+            "vertex": np.concatenate(
+                [cols["vertex"], remap["label"][lone], remap["target"][target]]
+            ),
+            "has_ref": np.concatenate(
+                [cols["has_ref"], remap["label_has_ref"][lone], remap["target_has_ref"][target]]
+            ),
+        }
+        final = np.concatenate([final, remap["target"][lone], remap["target"][target]])
+    else:
+        cols = {"vertex": cols["vertex"], "has_ref": cols["has_ref"]}
+    cols["label"] = final
+    return _as_returns(split_columns(cols, final % parts, parts))
+
+
+def _clusters(starts: np.ndarray, *parts: Columns) -> Any:
+    """Clusters of one final-label partition: every member with its label, and each
+    non-representative with its representative (cut by block, to fetch signatures)."""
+    cols = concat_columns(parts)
+    _, first = np.unique(cols["vertex"], return_index=True)  # a target may come twice
+    cols = {k: v[first] for k, v in cols.items()}
+    _, labels = np.unique(cols["label"], return_inverse=True)
+    rep = representatives(labels.astype(np.int64), cols["has_ref"])
+    vertex = cols["vertex"]
+    member = {"vertex": vertex, "label": cols["label"]}
+    moved = rep != np.arange(rep.size)
+    pairs = {"pair": _pack_ordered(vertex[moved], vertex[rep[moved]])}
+    return (member, *_split_by_block(pairs, vertex[moved], starts))
+
+
+# -- decontamination -------------------------------------------------------------------------
+
+
+def decontaminate_on_cluster(ex: RayExecutor, step: Step, frame: pl.DataFrame) -> StepResult:
+    """`decontaminate` with the index shared through the object store, the scan mapped over
+    blocks and the stock n-grams counted over every row (a shuffle on the n-gram)."""
+    params = _with_defaults(decontaminate, step.params)
+    n = params["n"]
+    benchmarks = params["benchmarks"]
+    with ex.stage(step.name, "index"):
+        if isinstance(benchmarks, BenchmarkIndex):
+            index = benchmarks
+            index_ref = ex.shared(("index", id(benchmarks)), lambda: benchmarks)
+        else:
+            key = ("index", tuple(b.content_hash for b in benchmarks), n)
+            index = ex._cache.get(("index-object", key))
+            if index is None:
+                index = BenchmarkIndex.build(benchmarks, n)
+                ex._cache[("index-object", key)] = index
+            index_ref = ex.shared(key, lambda: index)
+    # The operator checks the input and the parameters, and gives the stats' fixed part.
+    probe = decontaminate(frame.head(0), **{**step.params, "benchmarks": index}).stats
+    rule = params["rule"]
+    if isinstance(rule, str):
+        rule = rule_named(
+            rule,
+            min_hits=params["min_hits"],
+            min_coverage=params["min_coverage"],
+            min_df=params["min_df"],
+        )
+    stock = params["stock"]
+    text_column = params["text_column"]
+    if frame.height == 0:
+        return decontaminate(frame, **{**step.params, "benchmarks": index})
+    p = ex.num_partitions
+    with ex.stage(step.name, "scan"):
+        blocks = ex.put_blocks(frame, [text_column])
+        scanned = [
+            _returns(ex, _decontam_scan, 1 + p, [index_ref], b.ref, b.start, text_column, rule, p)
+            for b in blocks
+        ]
+    if rule.ignore_stock:
+        with ex.stage(step.name, "stock n-grams (shuffle on the n-gram)"):
+            stock_parts = ex.get(
+                [
+                    ex.remote(_decontam_stock).remote([index_ref], rule, stock,
+                                                      *[s[1 + q] for s in scanned])
+                    for q in range(p)
+                ]
+            )  # fmt: skip
+            stock_ids = ex.put(pl.Series("gram", sorted_unique(np.concatenate(stock_parts))))
+        with ex.stage(step.name, "measure"):
+            measured_parts = ex.get(
+                [
+                    ex.remote(_decontam_measure).remote([index_ref], rule, stock_ids, s[0])
+                    for s in scanned
+                ]
+            )
+    else:
+        measured_parts = ex.get([s[0] for s in scanned])
+    with ex.stage(step.name, "assemble"):
+        measured = pl.concat(measured_parts, how="vertical")
+        return _decontamination_result(frame, measured, rule, probe)
+
+
+def _decontam_scan(
+    index_holder: list[Any],
+    block: pl.DataFrame,
+    start: int,
+    text_column: str,
+    rule: Any,
+    parts: int,
+) -> Any:
+    """A block's verified benchmark n-gram overlaps (rows numbered in the whole table) and,
+    for the stock rule, its (n-gram, text) pairs cut by n-gram; the literal rule measures
+    here (`scan_and_measure`, per chunk)."""
+    index = _worker_object(index_holder)
+    texts = block.get_column(text_column)
+    tokens = tokenize(texts)
+    found = find_overlaps(texts, index, tokens)
+    if not rule.ignore_stock:
+        measured = measure_rows(found.with_columns(pl.col("row") + start), index, rule)
+        return (measured, *[None] * parts)
+    rows = found["row"].unique().to_numpy()
+    row_keys = np.zeros(block.height, dtype=np.uint64)
+    row_keys[rows] = texts.gather(rows).fill_null("").hash().to_numpy()
+    documents = document_grams(found, index, rule, row_keys)
+    gram = documents["gram"].to_numpy()
+    cut = [documents.filter(pl.Series(gram % parts == q)) for q in range(parts)]
+    return (found.with_columns(pl.col("row") + start), *cut)
+
+
+def _decontam_stock(index_holder: list[Any], rule: Any, stock: Any, *documents: pl.DataFrame):
+    """Stock n-gram ids among one n-gram partition (document frequencies over every row;
+    n-grams stock by benchmarks alone come out of every partition, the union is the same)."""
+    index = _worker_object(index_holder)
+    docs = pl.concat(documents, how="vertical")
+    return stock_grams(docs, index, rule, stock).to_numpy()
+
+
+def _decontam_measure(index_holder: list[Any], rule: Any, stock_ids: pl.Series, found: Any):
+    return measure_rows(found, _worker_object(index_holder), rule, stock_ids)
+
+
+def _decontamination_result(
+    df: pl.DataFrame, measured: pl.DataFrame, rule: Any, probe: dict[str, Any]
+) -> StepResult:
+    """Kept and dropped rows from the measurements, as `decontaminate` builds them
+    (curation/decontaminate/scan.py: the lines after `scan_and_measure`)."""
+    rows = measured["row"].to_numpy()
+    hits = np.zeros(df.height, dtype=np.int64)
+    informative = np.zeros(df.height, dtype=np.int64)
+    coverage = np.full(df.height, np.nan)
+    item_tokens = np.zeros(df.height, dtype=np.int64)
+    end_quote = np.zeros(df.height, dtype=np.bool_)
+    drop_mask = np.zeros(df.height, dtype=np.bool_)
+    hits[rows] = measured["decontam_hits"].to_numpy()
+    informative[rows] = measured["decontam_informative_hits"].to_numpy()
+    coverage[rows] = measured["decontam_coverage"].to_numpy()
+    item_tokens[rows] = measured["decontam_item_tokens"].to_numpy()
+    end_quote[rows] = measured["decontam_end_quote"].to_numpy()
+    drop_mask[rows] = measured["contaminated"].to_numpy()
+    columns = [c for c in df.columns if c not in MEASURE_COLUMNS]
+    measures = {
+        "decontam_hits": pl.Series(hits),
+        "decontam_informative_hits": pl.Series(informative),
+        "decontam_coverage": pl.Series(coverage).fill_nan(None),
+        "decontam_item_tokens": pl.Series(item_tokens),
+        "decontam_end_quote": pl.Series(end_quote),
+    }
+    measured_rows = df.select(columns).with_columns(**measures)
+    kept = measured_rows.filter(pl.Series(~drop_mask))
+    chosen = measured.filter(pl.col("contaminated"))
+    dropped = (
+        measured_rows.filter(pl.Series(drop_mask))
+        .with_columns(
+            reason=pl.lit("contaminated"),
+            benchmark=chosen["benchmark"],
+            benchmark_id=chosen["benchmark_id"],
+            ngram=chosen["ngram"],
+            rule=pl.lit(rule.name),
+        )
+        .select(*columns, "reason", "benchmark", "benchmark_id", "ngram", *measures, "rule")
+    )
+    stats = {
+        **probe,
+        "rows_in": df.height,
+        "rows_out": kept.height,
+        "dropped": dropped.height,
+        "overlapping_rows": measured.height,
+        "dropped_by_benchmark": dict(
+            dropped.group_by("benchmark").len().sort("benchmark").iter_rows()
+        ),
+    }
+    return StepResult(kept=kept, dropped=dropped, stats=stats)
+
+
+# -- sampling --------------------------------------------------------------------------------
+
+
+def sampling_on_cluster(ex: RayExecutor, step: Step, frame: pl.DataFrame) -> StepResult:
+    """A sampling step on the driver (its cache and commits are the lake's), generating on
+    the cluster: one engine per worker, built by the sampler's backend or the step's own
+    `backend_factory`."""
+    sampler = step.params["sampler"]
+    engine_factory = step.params.get("backend_factory") or functools.partial(
+        make_backend, sampler.backend, **(sampler.backend_options or {})
+    )
+    factory = ex.generation_backend(engine_factory, name=sampler.backend)
+    return step.run(frame, **{**step.params, "backend_factory": factory})
+
+
+CLUSTER_PLANS = {
+    exact_dedup: exact_dedup_on_cluster,
+    near_dedup: near_dedup_on_cluster,
+    decontaminate: decontaminate_on_cluster,
+    sample_responses: sampling_on_cluster,
+    majority_answer_check: sampling_on_cluster,
+    measure_pass_rates: sampling_on_cluster,
+}
+
+
+# -- small pieces ----------------------------------------------------------------------------
+
+
+def _with_defaults(run: Callable[..., Any], params: dict[str, Any]) -> dict[str, Any]:
+    """An operator's keyword defaults with the step's parameters over them."""
+    import inspect
+
+    defaults = {
+        name: p.default
+        for name, p in inspect.signature(run).parameters.items()
+        if p.default is not inspect.Parameter.empty
+    }
+    return {**defaults, **params}
+
+
+def _returns(ex: RayExecutor, fn: Callable[..., Any], count: int, *args: Any) -> list[Any]:
+    """Call `fn` remotely with `count` return values; always a list of refs."""
+    out = ex.remote(fn, num_returns=count).remote(*args)
+    return out if count > 1 else [out]
+
+
+def _as_returns(parts: Sequence[Any]) -> Any:
+    return tuple(parts) if len(parts) > 1 else parts[0]
+
+
+def _split_by_block(columns: Columns, rows: np.ndarray, starts: np.ndarray) -> list[Columns]:
+    blocks = starts.size - 1
+    which = np.searchsorted(starts, rows, side="right") - 1
+    return split_columns(columns, which, blocks)
+
+
+def _no_pairs() -> Columns:
+    empty_i, empty_b = np.empty(0, np.int64), np.empty(0, np.bool_)
+    return {
+        "a": empty_i,
+        "b": empty_i,
+        "agreement": np.empty(0, np.float32),
+        "no_answer_a": empty_b,
+        "has_ref_a": empty_b,
+        "no_answer_b": empty_b,
+        "has_ref_b": empty_b,
+    }
+
+
+def _empty_pairs_ref(ex: RayExecutor) -> Any:
+    return ex.shared("empty-pairs", lambda: {"pair": np.zeros(0, np.uint64)})
+
+
+def _no_remap() -> Columns:
+    empty_i, empty_b = np.empty(0, np.int64), np.empty(0, np.bool_)
+    return {
+        "label": empty_i,
+        "target": empty_i,
+        "label_in_graph": empty_b,
+        "label_has_ref": empty_b,
+        "target_in_graph": empty_b,
+        "target_has_ref": empty_b,
+        "ambiguous": np.zeros(1, np.int64),
+    }
+
+
+def _empty_remap_ref(ex: RayExecutor) -> Any:
+    return ex.shared("empty-remap", _no_remap)
+
+
+_WORKER_OBJECTS: dict[str, Any] = {}
+
+
+def _worker_object(holder: list[Any]) -> Any:
+    """An object shared through the object store, fetched once per worker process."""
+    import ray
+
+    ref = holder[0]
+    key = ref.hex()
+    if key not in _WORKER_OBJECTS:
+        _WORKER_OBJECTS.clear()  # one index at a time is enough
+        _WORKER_OBJECTS[key] = ray.get(ref)
+    return _WORKER_OBJECTS[key]
+
+
+__all__ = [
+    "CLUSTER_PLANS",
+    "EXECUTORS",
+    "Block",
+    "executor_from_options",
+    "generation_backend_factory",
+]
