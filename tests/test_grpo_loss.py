@@ -192,7 +192,7 @@ def test_update_gradient_equals_the_formula(level: str, micro: int) -> None:
     model = build_model("tiny-random:qwen2", None, 64, "sdpa", seed=0).train()
     episodes = make_episodes()
     stage = grpo_stage(loss_level=level, batch={"micro_batch_size": micro})
-    update(AutogradEngine(model), episodes, stage, None, None, {}, torch.device("cpu"))
+    update(AutogradEngine(model), episodes, stage, None, {}, torch.device("cpu"))
     packed = {n: p.grad.clone() for n, p in model.named_parameters()}
     model.zero_grad()
     naive_loss(model, episodes, stage.temperature, level).backward()
@@ -225,7 +225,7 @@ def test_update_reports_the_rollout_logprob_gap_and_kl() -> None:
             e.rollout_logprobs = lp.tolist()
     reference = build_model("tiny-random:qwen2", None, 64, "sdpa", seed=0).eval()
     stage = grpo_stage(kl_coef=0.05)
-    stats = update(AutogradEngine(model), episodes, stage, None, reference, {}, torch.device("cpu"))
+    stats = update(AutogradEngine(model), episodes, stage, reference, {}, torch.device("cpu"))
     assert stats["logprob_gap"] < 1e-5
     assert stats["kl"] == pytest.approx(0.0, abs=1e-6)
 

@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 from safetensors.torch import load_file
 
@@ -135,6 +136,7 @@ def comparable(record: dict) -> dict:
     return {k: v for k, v in record.items() if k not in TIMING}
 
 
+@pytest.mark.slow
 def test_grpo_resume_after_kill_is_exact(tmp_path: Path) -> None:
     straight = toy_rl_manifest(tmp_path, "straight")
     killed = toy_rl_manifest(tmp_path, "killed")

@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 from safetensors.torch import load_file
 from test_training_sft import ROOT, gsm8k_chats, read_log, tiny_manifest, write_jsonl
@@ -41,6 +42,7 @@ def _train(manifest: Path, *extra: str, env: dict | None = None) -> subprocess.P
     )
 
 
+@pytest.mark.slow
 def test_resume_after_kill_is_exact(tmp_path: Path) -> None:
     data = tmp_path / "gsm8k_chat.jsonl"
     sha = write_jsonl(data, gsm8k_chats(16, offset=100))

@@ -88,11 +88,16 @@ def run_rl_stage(ctx: StageContext) -> StageResult:
     # ================================================================ models ===================
     attn = pick_attn_implementation(ctx.manifest.attn_implementation, device.type == "cuda")
     model = stage_model(ctx, len(tokenizer), attn)
-    reference = frozen(stage_model(ctx, len(tokenizer), attn), device) if kl_on(stage) else None
+    bf16 = stage.deepspeed.bf16 and device.type == "cuda"
+    frozen_dtype = torch.bfloat16 if bf16 else torch.float32
+    reference = (
+        frozen(stage_model(ctx, len(tokenizer), attn), device, frozen_dtype)
+        if kl_on(stage)
+        else None
+    )
     if stage.gradient_checkpointing:
         enable_gradient_checkpointing(model)
     model.config.use_cache = False
-    bf16 = stage.deepspeed.bf16 and device.type == "cuda"
     engine, scheduler = make_engine(
         model,
         stage.optimizer,
@@ -102,12 +107,14 @@ def run_rl_stage(ctx: StageContext) -> StageResult:
         stage.max_steps,
         bf16,
     )
-    teachers = {} if grpo else load_teachers(ctx, attn, device, tokenizer.get_vocab())
+    vocab = tokenizer.get_vocab()
+    teachers = {} if grpo else load_teachers(ctx, attn, device, frozen_dtype, vocab)
     rollout = make_rollout_engine(
         stage.rollout.engine,
         engine.module,
+        device=device,
         batch_size=stage.rollout.batch_size,
-        model_dir=str(ctx.init_from) if ctx.init_from else None,
+        model_dir=str(ctx.init_from or ctx.manifest.base_model),
         gpu_memory_utilization=stage.rollout.gpu_memory_utilization,
         seed=stage.seed,
     )
@@ -156,17 +163,10 @@ def run_rl_stage(ctx: StageContext) -> StageResult:
             batch = collect_batch(stream, rollout, sampling, tokenizer, stage, pool, timer)
             # --- advantages: group z-scores over the episodes that are trained on ----------
             if grpo:
-                for group in batch.groups:
-                    rewards_ = [e.reward if e.trained else None for e in group]
-                    for e, a in zip(
-                        group, group_advantages(rewards_, stage.reward_shaping), strict=True
-                    ):
-                        e.advantage = a
+                assign_advantages(batch.groups, stage.reward_shaping)
             # --- exactly one optimizer step over the whole batch ---------------------------
             with timer("update_s"):
-                stats = update(
-                    engine, batch.episodes, stage, tokenizer, reference, teachers, device
-                )
+                stats = update(engine, batch.episodes, stage, reference, teachers, device)
             step += 1
             last_loss = stats["loss"]
             # --- log, evaluate, checkpoint, length curriculum -------------------------------
@@ -352,6 +352,14 @@ def rollout_groups(
     return done
 
 
+def assign_advantages(groups: list[list[Episode]], shaping: str) -> None:
+    """Each trained episode's advantage: its group's z-scored reward (untrained ones: 0)."""
+    for group in groups:
+        rewards = [e.reward if e.trained else None for e in group]
+        for episode, advantage in zip(group, group_advantages(rewards, shaping), strict=True):
+            episode.advantage = advantage
+
+
 def sync_weights(rollout: RolloutEngine, engine: object, stage: GRPOStage | MOPDStage) -> None:
     """Copy the policy's parameters into the rollout engine (gathered under ZeRO-3)."""
     module = engine.module  # type: ignore[attr-defined]
@@ -424,7 +432,6 @@ def update(
     engine: object,
     episodes: list[Episode],
     stage: GRPOStage | MOPDStage,
-    tokenizer: object,
     reference: torch.nn.Module | None,
     teachers: dict[str, torch.nn.Module],
     device: torch.device,
@@ -678,14 +685,14 @@ def domain_of(stage: GRPOStage | MOPDStage, prompt: Prompt) -> str | None:
     return domain
 
 
-def frozen(model: torch.nn.Module, device: torch.device) -> torch.nn.Module:
-    """An eval-mode, gradient-free copy on `device` (the KL reference, MOPD teachers)."""
+def frozen(model: torch.nn.Module, device: torch.device, dtype: torch.dtype) -> torch.nn.Module:
+    """An eval-mode, gradient-free model on `device` (the KL reference, MOPD teachers)."""
     model.requires_grad_(False)
-    return model.to(device).eval()
+    return model.to(device=device, dtype=dtype).eval()
 
 
 def load_teachers(
-    ctx: StageContext, attn: str, device: torch.device, vocab: dict[str, int]
+    ctx: StageContext, attn: str, device: torch.device, dtype: torch.dtype, vocab: dict[str, int]
 ) -> dict[str, torch.nn.Module]:
     """MOPD teachers by domain: `stage:<name>`, `init`, or a model directory / hub id.
 
@@ -710,7 +717,8 @@ def load_teachers(
                 raise FileNotFoundError(f"MOPD teacher {domain!r}: {source} does not exist")
             if load_tokenizer(source).get_vocab() != vocab:
                 raise ValueError(f"MOPD teacher {domain!r} ({source}) has another tokenizer")
-            by_source[source] = frozen(build_model(source, None, 0, attn, stage.seed), device)
+            teacher = build_model(source, None, 0, attn, stage.seed)
+            by_source[source] = frozen(teacher, device, dtype)
         loaded[domain] = by_source[source]
     return loaded
 

@@ -102,6 +102,7 @@ def make_engine(
     policy: torch.nn.Module,
     *,
     batch_size: int,
+    device: torch.device | None = None,
     model_dir: str | None = None,
     gpu_memory_utilization: float = 0.3,
     seed: int = 0,
@@ -111,7 +112,7 @@ def make_engine(
     if kind == "hf":
         from training.rollout.hf import HfEngine
 
-        return HfEngine.from_policy(policy, batch_size=batch_size)
+        return HfEngine.from_policy(policy, batch_size=batch_size, device=device)
     if kind == "vllm":
         from training.rollout.vllm import VllmEngine
 

@@ -91,9 +91,12 @@ class HfEngine:
         self._cache: RowCache | None = None
 
     @classmethod
-    def from_policy(cls, policy: torch.nn.Module, batch_size: int) -> HfEngine:
-        """An inference copy of `policy`'s architecture (SDPA, no grad); weights come from
-        `load_weights` (the loop syncs them before every rollout)."""
+    def from_policy(
+        cls, policy: torch.nn.Module, batch_size: int, device: torch.device | None = None
+    ) -> HfEngine:
+        """An inference copy of `policy`'s architecture and dtype (SDPA, no grad) on `device`
+        (default: the policy's); weights come from `load_weights`, which the loop calls before
+        every rollout (under ZeRO-3 the policy's own parameters are partitioned)."""
         from transformers import AutoModelForCausalLM
 
         param = next(policy.parameters())
@@ -101,7 +104,7 @@ class HfEngine:
             policy.config, attn_implementation="sdpa", dtype=param.dtype
         )
         model.requires_grad_(False)
-        return cls(model.to(param.device if param.numel() else "cpu"), batch_size)
+        return cls(model.to(device or param.device), batch_size)
 
     @torch.no_grad()
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
