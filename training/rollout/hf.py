@@ -80,12 +80,17 @@ class HfEngine:
 
     name = "hf"
 
-    def __init__(self, model: torch.nn.Module, batch_size: int) -> None:
+    def __init__(
+        self, model: torch.nn.Module, batch_size: int, refill_at: int | None = None
+    ) -> None:
+        """`refill_at`: free slots that trigger a refill (default: an eighth of the slots), so
+        one prefill forward serves several finished rows instead of one each."""
         config = model.config
         if "sliding_attention" in (getattr(config, "layer_types", None) or []):
             raise ValueError("the hf rollout engine does not support sliding-window layers")
         self.model = model.eval()
         self.batch_size = batch_size
+        self.refill_at = refill_at or max(1, batch_size // 8)
         self.device = next(model.parameters()).device
         self.dtype = next(model.parameters()).dtype
         self._cache: RowCache | None = None
@@ -164,8 +169,12 @@ class HfEngine:
             while pending or any(s is not None for s in slots):
                 # --- refill free slots: prefill their prompts, sample each first token -------
                 admitted = []
-                for slot in range(cache.slots):
-                    if slots[slot] is None and pending:
+                free = [i for i in range(cache.slots) if slots[i] is None]
+                # Refill once enough slots are free (one prefill forward for several rows), or
+                # when nothing else is decoding.
+                refill = len(free) >= min(self.refill_at, len(pending)) or len(free) == cache.slots
+                for slot in free if refill else []:
+                    if pending:
                         index = pending.popleft()
                         request = requests[index]
                         cap = caps[index]
