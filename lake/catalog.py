@@ -37,10 +37,13 @@ the same lake::
      "data_path": "s3://bucket/lake/",
      "s3": {"endpoint": "store.internal:8333", "url_style": "path", "use_ssl": false}}
 
-On PostgreSQL, DuckLake commits a snapshot by inserting the next snapshot id under a primary
-key: of two writers that both read version N, one commits N+1 and the other's commit fails
-and is retried from scratch (it re-reads the head and takes N+2), so no version is committed
-twice; readers see the last committed snapshot and never wait (tests/test_lake_remote.py).
+Two writers of one table never both commit the same version, on any catalog: DuckLake merges
+concurrent transactions whose changes do not overlap (two that only insert rows both commit;
+checked on PostgreSQL 15), so each commit also deletes and re-inserts its table's row in
+`cascade_heads`; of two commits that read version N, the second then fails with DuckLake's
+"Transaction conflict ... another transaction has deleted inlined data" and is retried from
+scratch on top of the first (N+2). Readers see the last committed snapshot and never wait
+(tests/test_lake.py, and tests/test_lake_remote.py on PostgreSQL and S3).
 """
 
 from __future__ import annotations
