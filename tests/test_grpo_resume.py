@@ -171,3 +171,18 @@ def test_grpo_resume_after_kill_is_exact(tmp_path: Path) -> None:
         assert torch.equal(wa[key], wb[key]), key
     sft = load_file(tmp_path / "straight" / "sft" / "final" / "model.safetensors")
     assert any(not torch.equal(sft[k], wa[k]) for k in wa)  # GRPO did move the weights
+
+
+@pytest.mark.slow
+def test_length_curriculum_ends_the_stage_early(tmp_path: Path) -> None:
+    """With a truncated-share target every step meets, the stage ends after its first step and
+    says so in its provenance; the next stage would start from that model."""
+    manifest = toy_rl_manifest(
+        tmp_path, "stop", stop_when_truncated_share_below=0.99, checkpoint_every_steps=100
+    )
+    finish(cascade("--manifest", str(manifest)))
+    log = read_log(tmp_path / "stop" / "grpo")
+    assert [r["step"] for r in log] == [0, 1] and "eval_pass_rate" in log[1]
+    trained_on = json.loads((tmp_path / "stop" / "grpo" / "final" / "trained_on.json").read_text())
+    assert (trained_on["step"], trained_on["stopped_early"]) == (1, True)
+    assert (tmp_path / "stop" / "grpo" / "checkpoints" / "step_0000001" / "COMPLETE").is_file()
