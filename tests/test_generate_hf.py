@@ -219,3 +219,25 @@ def test_missing_model_directory_is_named(tmp_path: Path) -> None:
 
     with pytest.raises(BackendError, match=f"model directory {tmp_path / 'nope'} does not exist"):
         HfBackend(str(tmp_path / "nope"))
+
+
+def test_reasoning_markers_survive_decoding_when_the_tokenizer_marks_them_special(
+    tmp_path: Path,
+) -> None:
+    # The trainer's tokenizers make <think> and </think> special tokens; decoding must keep
+    # them (or the reasoning could not be told from the answer) and drop only the others.
+    from training.models import build_model, train_bpe_tokenizer
+
+    tokenizer = train_bpe_tokenizer(["What is 1 + 2? <think>1+2=3</think> \\boxed{3}"] * 20, 300)
+    assert "<think>" in tokenizer.all_special_tokens
+    overrides = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "intermediate_size": 64}  # fmt: skip
+    model = build_model("tiny-random:qwen2", overrides, len(tokenizer), "eager", seed=0)
+    model.save_pretrained(tmp_path / "m")
+    tokenizer.chat_template = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    tokenizer.save_pretrained(tmp_path / "m")
+    backend = HfBackend(str(tmp_path / "m"), batch_size=1, num_threads=1)
+    ids = tokenizer("<think>1+2=3</think> \\boxed{3}", add_special_tokens=False)["input_ids"]
+    kept = [t for t in ids + [tokenizer.pad_token_id] if t not in backend.hidden_ids]
+    text = tokenizer.decode(kept, skip_special_tokens=False)
+    assert text.startswith("<think>") and "</think>" in text and "<|endoftext|>" not in text

@@ -141,6 +141,10 @@ class HfBackend:
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.eos_ids = _end_token_ids(self.tokenizer, self.lm.generation_config)
+        # Special tokens are not text, except the reasoning markers some tokenizers mark
+        # special: dropping those would hide where a response's reasoning ends.
+        markers = {self.tokenizer.convert_tokens_to_ids(m) for m in ("<think>", "</think>")}
+        self.hidden_ids = set(self.tokenizer.all_special_ids) - markers
         if not self.eos_ids:
             raise BackendError(f"model {model!r} declares no end-of-sequence token")
 
@@ -198,7 +202,10 @@ class HfBackend:
             completions.append(
                 Completion(
                     key=request.key,
-                    text=self.tokenizer.decode(tokens[:n], skip_special_tokens=True),
+                    text=self.tokenizer.decode(
+                        [t for t in tokens[:n] if t not in self.hidden_ids],
+                        skip_special_tokens=False,
+                    ),
                     prompt_tokens=int(n_prompt),
                     completion_tokens=n,
                     finish_reason=finish,

@@ -9,9 +9,9 @@ from training.rollout.engine import (
     RolloutEngine,
     RolloutRequest,
     SamplingParams,
-    make_engine,
     sampling_logprobs,
 )
+from training.rollout.engines import make_engine
 
 __all__ = [
     "Rollout",
