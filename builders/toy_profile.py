@@ -15,9 +15,9 @@ from typing import Any
 
 from builders.toy_world import toy_problems, train_toy_models, write_jsonl
 
-RL_PROMPTS = 300
-SFT_PROMPTS = 150
-EVAL_PROMPTS = 100
+RL_PROMPTS = 120
+SFT_PROMPTS = 80
+EVAL_PROMPTS = 60
 DIGITS = (1, 2)
 
 

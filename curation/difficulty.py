@@ -254,6 +254,17 @@ def difficulty_filter(
             )
         )
     dropped = dropped.with_columns(pl.coalesce(details).alias("difficulty_evidence"))
+    # The deciding model's counts, as their own detail fields (the label's columns are input
+    # columns, which the drop detail leaves out).
+    for measure in ("correct", "k", "pass_rate"):
+        value = None
+        for name, label, _ in rules:
+            value = (
+                pl.when(pl.col("reason") == name).then(pl.col(f"{label}_{measure}"))
+                if value is None
+                else value.when(pl.col("reason") == name).then(pl.col(f"{label}_{measure}"))
+            )
+        dropped = dropped.with_columns(value.alias(f"decided_{measure}"))
     kept = marked.filter(pl.col("reason").is_null()).drop("reason")
     stats = {
         "too_easy": int((dropped["reason"] == "too_easy").sum()),

@@ -259,3 +259,16 @@ def test_easy_by_length_and_disjoint_from(lake: Lake) -> None:
     assert (
         dropped["src:2"]["sft_match"] == "near" and dropped["src:2"]["sft_dataset"] == "math_sft@1"
     )
+
+
+def test_difficulty_drops_carry_the_deciding_counts(lake: Lake, server: ScriptedServer) -> None:
+    lake.commit("rl_prompts", prompts(), kind="prompts")
+    run_steps(lake, "rl_prompts", difficulty_steps(lake, server), out="rl", producer="test")
+    details = {
+        uid: json.loads(detail)
+        for uid, detail in lake.sql(
+            "SELECT uid, detail FROM drops WHERE output_table = 'rl'"
+        ).fetchall()
+    }
+    assert details["src:2"]["decided_correct"] == 3 and details["src:2"]["decided_k"] == K
+    assert details["src:4"]["decided_pass_rate"] == 0.0  # too hard: the strong model's 0/4
