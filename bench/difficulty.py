@@ -80,6 +80,8 @@ def main() -> None:
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    # Stop where the backend stops: at the end of the assistant turn.
+    stops = [tokenizer.convert_tokens_to_ids("<|im_end|>"), tokenizer.eos_token_id]
     started = time.perf_counter()
     correct = 0
     for row in rows:
@@ -96,6 +98,7 @@ def main() -> None:
                     top_p=1.0,
                     max_new_tokens=96,
                     pad_token_id=tokenizer.pad_token_id,
+                    eos_token_id=[s for s in stops if s is not None],
                 )
             reply = tokenizer.decode(
                 out[0, encoded["input_ids"].shape[1] :], skip_special_tokens=False
