@@ -1,9 +1,14 @@
-"""Training manifest: the person-written plan of a cascade of SFT, GRPO and MOPD stages.
+"""Training manifest: the person-written plan of a cascade of SFT, reward-model, GRPO and MOPD
+stages.
 
 A manifest names the base model, the tokenizer, the chat template, where outputs go and an
 ordered list of stages. Each stage pins its data by reference *and* content hash, so a run
 cannot silently train on data other than what the manifest names. Pydantic reports every
 error with the path of the offending field (e.g. `stages.1.batch.micro_batch_size`).
+
+Policy stages (sft, grpo, mopd) chain: each starts from the previous policy stage's final
+model. A `reward_model` stage stands aside: it trains its own backbone (recipe 5.1: the RM is
+trained separately, before RL) and a later GRPO stage names it as `reward_model: stage:<name>`.
 
 Model and tokenizer references:
 - `base_model`: a local directory, a hub id, or `tiny-random:<arch>` (a random-init model built
@@ -12,7 +17,9 @@ Model and tokenizer references:
   (a byte-level BPE trained at run time on the first stage's data; no download).
 
 Dataset references (`DatasetRef.ref`): `name@version` for a lake table version, or a path to a
-`.jsonl` / `.parquet` file (relative paths resolve against the manifest's directory).
+`.jsonl` / `.parquet` file (relative paths resolve against the manifest's directory). `build`
+records the `cascade build dataset ...` command that produces a lake table, so a run that does
+not find it (or finds other bytes) can say how to make it.
 
 RL batches are spelled out: `prompts_per_step` prompts, `rollouts_per_prompt` responses each
 (the recipe's 128 x 8), and one optimizer step per such batch (strict on-policy).
@@ -71,6 +78,11 @@ class DatasetRef(_Strict):
         description="flag appended to user turns; infer = think iff a reply has reasoning "
         "(SFT) or the stage's thinking_fraction (RL)",
     )
+    build: str | None = Field(
+        None,
+        description="the `cascade build dataset ...` command that produces this lake table "
+        "(None: no recipe builds it yet, or a plain file)",
+    )
 
     @field_validator("ref")
     @classmethod
@@ -89,10 +101,27 @@ class DatasetRef(_Strict):
             raise ValueError(f"expected 64 lowercase hex characters, got {value!r}")
         return value
 
+    @field_validator("build")
+    @classmethod
+    def _build_form(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("cascade build dataset "):
+            raise ValueError(f"expected a `cascade build dataset NAME ...` command, got {value!r}")
+        return value
+
     @property
     def is_lake(self) -> bool:
         """True for `name@version` references, False for file paths."""
         return bool(LAKE_REF.match(self.ref))
+
+    def how_to_build(self) -> str:
+        """The sentence an error appends: which command produces this table, or that none does.
+
+        >>> DatasetRef(ref="t@1", content_hash="0" * 64).how_to_build()
+        'no recipe builds it yet'
+        """
+        if self.build is None:
+            return "no recipe builds it yet" if self.is_lake else "no build command is recorded"
+        return f"`{self.build}` produces it"
 
 
 class BatchSpec(_Strict):
@@ -287,6 +316,13 @@ class _RLStageBase(_StageBase):
         return self
 
 
+REWARD_MODEL_FORMS = (
+    "a name in training.rewards.REWARD_MODEL_HOOKS, `stage:<name>` (an earlier reward_model "
+    "stage's final model), an http(s):// URL of `cascade serve-reward`, or a local dir / hub "
+    "id of a sequence-classification model"
+)
+
+
 class GRPOStage(_RLStageBase):
     """Strict on-policy GRPO (recipe 7.1): group z-score advantages, one update per batch."""
 
@@ -299,8 +335,9 @@ class GRPOStage(_RLStageBase):
         "code_tests",
         "swe_patch_similarity",
     ]
-    reward_model: str | None = Field(
-        None, description="local dir or hub id of a sequence-classification reward model"
+    reward_model: str | None = Field(None, description=f"the reward model: {REWARD_MODEL_FORMS}")
+    reward_model_batch_size: int = Field(
+        8, gt=0, description="responses per reward-model forward (in-process scoring)"
     )
     code_switch_reward: float | Literal["batch_min_minus_10"] | None = Field(
         None,
@@ -364,8 +401,74 @@ class MOPDStage(_RLStageBase):
         return self
 
 
-Stage = Annotated[SFTStage | GRPOStage | MOPDStage, Field(discriminator="type")]
+class RewardModelStage(_StageBase):
+    """A Bradley-Terry reward model (recipe 5.1): a causal LM backbone with a linear head on the
+    last token's hidden state, trained on `preference_pairs` rows (messages, chosen, rejected)
+    with -log sigmoid(r(x, y+) - r(x, y-)), AdamW, 1 epoch by default (longer did worse).
+
+    (prompt, response) is rendered with the backbone's own chat template. Pairs whose
+    `prompt_id` falls in the seeded held-out share are kept out of training and scored after
+    it (pairwise accuracy per source and category, RewardBench style). Batch sizes count pairs.
+    """
+
+    type: Literal["reward_model"]
+    backbone: str = Field(
+        description="causal LM the RM starts from: a local dir, a hub id, `stage:<name>` (an "
+        "earlier policy stage's final model) or tiny-random:<arch>"
+    )
+    backbone_overrides: dict[str, int | float | str | bool] | None = Field(
+        None, description="config fields for a tiny-random:<arch> backbone"
+    )
+    tokenizer: str | None = Field(
+        None,
+        description="default: the backbone's (with its chat template); in-process-bpe:<vocab> "
+        "trains one on the pairs (tiny-random backbones)",
+    )
+    batch: BatchSpec
+    max_seq_len: int = Field(
+        gt=0, description="tokens of a rendered (prompt, response); longer pairs are dropped"
+    )
+    epochs: float | None = Field(1.0, gt=0)
+    max_steps: int | None = Field(None, gt=0, description="overrides epochs when given")
+    heldout_fraction: float = Field(
+        0.05, ge=0, lt=1, description="share of prompt_ids held out for evaluation"
+    )
+    heldout_seed: int = 0
+    eval_every_steps: int | None = Field(
+        None, gt=0, description="also evaluate every N steps (always before and after training)"
+    )
+    eval_micro_batch_size: int = Field(8, gt=0, description="pairs per forward when evaluating")
+
+    @model_validator(mode="after")
+    def _rm_consistent(self) -> RewardModelStage:
+        tiny = self.backbone.startswith("tiny-random:")
+        if tiny and self.backbone.split(":", 1)[1] not in TINY_RANDOM_ARCHS:
+            raise ValueError(
+                f"unknown tiny-random architecture {self.backbone.split(':', 1)[1]!r}; "
+                f"known: {', '.join(TINY_RANDOM_ARCHS)}"
+            )
+        if tiny and self.tokenizer is None:
+            raise ValueError("a tiny-random backbone needs an explicit tokenizer")
+        if self.backbone_overrides and not tiny:
+            raise ValueError("backbone_overrides only applies to a tiny-random:<arch> backbone")
+        if self.tokenizer and self.tokenizer.startswith("in-process-bpe:"):
+            size = self.tokenizer.split(":", 1)[1]
+            if not size.isdigit() or int(size) < 64:
+                raise ValueError(f"in-process-bpe needs a vocabulary size >= 64, got {size!r}")
+        for i, ref in enumerate(self.datasets):
+            for column in ("response_column", "reasoning_column", "mode_column"):
+                if getattr(ref, column) is not None:
+                    raise ValueError(
+                        f"datasets[{i}]: {column} is for SFT data; a reward-model stage reads "
+                        "preference pairs (messages or prompt_column, chosen, rejected)"
+                    )
+        return self
+
+
+Stage = Annotated[SFTStage | GRPOStage | MOPDStage | RewardModelStage, Field(discriminator="type")]
 RLStage = GRPOStage | MOPDStage
+PolicyStage = SFTStage | GRPOStage | MOPDStage
+AnyStage = SFTStage | GRPOStage | MOPDStage | RewardModelStage
 
 
 class TrainingManifest(_Strict):
@@ -406,6 +509,7 @@ class TrainingManifest(_Strict):
     @model_validator(mode="after")
     def _consistent(self) -> TrainingManifest:
         names = [s.name for s in self.stages]
+        reward_stages = {s.name for s in self.stages if isinstance(s, RewardModelStage)}
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"stage names must be unique; repeated: {dupes}")
@@ -413,8 +517,10 @@ class TrainingManifest(_Strict):
             raise ValueError("model_overrides only applies to a tiny-random:<arch> base_model")
         if self.tokenizer is None and self.base_model.startswith("tiny-random:"):
             raise ValueError("a tiny-random base_model needs an explicit tokenizer")
+        policy = [s for s in self.stages if not isinstance(s, RewardModelStage)]
         if (
-            not isinstance(self.stages[0], SFTStage)
+            policy
+            and not isinstance(policy[0], SFTStage)
             and self.tokenizer
             and (self.tokenizer.startswith("in-process-bpe:"))
         ):
@@ -426,9 +532,28 @@ class TrainingManifest(_Strict):
                         raise ValueError(
                             f"stages[{i}] teacher {domain!r} = {teacher!r} names no earlier stage"
                         )
+                    if teacher.startswith("stage:") and teacher[6:] in reward_stages:
+                        raise ValueError(
+                            f"stages[{i}] teacher {domain!r} = {teacher!r} is a reward model"
+                        )
+            if isinstance(stage, RewardModelStage) and stage.backbone.startswith("stage:"):
+                earlier = [s.name for s in policy if s.name in names[:i]]
+                if stage.backbone[6:] not in earlier:
+                    raise ValueError(
+                        f"stages[{i}] backbone {stage.backbone!r} names no earlier policy stage "
+                        f"(earlier policy stages: {earlier or 'none'})"
+                    )
+            if isinstance(stage, GRPOStage) and (stage.reward_model or "").startswith("stage:"):
+                named = stage.reward_model[6:]  # type: ignore[index]
+                earlier = [s.name for s in self.stages[:i] if isinstance(s, RewardModelStage)]
+                if named not in earlier:
+                    raise ValueError(
+                        f"stages[{i}] reward_model {stage.reward_model!r} names no earlier "
+                        f"reward_model stage (earlier reward_model stages: {earlier or 'none'})"
+                    )
         return self
 
-    def stage(self, name: str) -> SFTStage | GRPOStage | MOPDStage:
+    def stage(self, name: str) -> AnyStage:
         """The stage called `name`, or KeyError listing the stage names."""
         for s in self.stages:
             if s.name == name:

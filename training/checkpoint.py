@@ -162,9 +162,16 @@ def save_step(
 
 
 def save_final(
-    engine: object, tokenizer: object, final_dir: Path, record: dict, rank: int, zero_stage: int
+    engine: object,
+    tokenizer: object,
+    final_dir: Path,
+    record: dict,
+    rank: int,
+    zero_stage: int,
+    extra_files: dict[str, str] | None = None,
 ) -> None:
-    """Save a plain transformers model + tokenizer (with its chat template) + provenance.
+    """Save a plain transformers model + tokenizer (with its chat template) + provenance, and
+    any `extra_files` (name -> text, e.g. a reward model's `eval.json`).
 
     Written to `final.tmp` and renamed, so a `final/` directory is always complete.
     """
@@ -184,6 +191,8 @@ def save_final(
     if rank == 0:
         tokenizer.save_pretrained(tmp)  # type: ignore[attr-defined]
         (tmp / TRAINED_ON).write_text(json.dumps(record, indent=2, default=str))
+        for name, text in (extra_files or {}).items():
+            (tmp / name).write_text(text)
         if final_dir.exists():
             shutil.rmtree(final_dir)
         tmp.rename(final_dir)

@@ -6,6 +6,10 @@ the file's bytes). The runner checks every stage's references before any trainin
 wrong hash in stage 9 stops the run now, not after days of stages 1-8; the stage then reads
 what was checked without hashing it again. A lake version is immutable; a file is re-read only
 if its size and modification time are still those seen at the check.
+
+A lake table that is missing or holds other bytes is refused with the manifest field, the
+reason and the `cascade build dataset ...` command that produces it (the reference's `build`),
+or the fact that no recipe builds it yet.
 """
 
 from __future__ import annotations
@@ -46,12 +50,14 @@ def verify(
         if lake_path is None or not Path(lake_path).exists():
             raise FileNotFoundError(
                 f"{where}: {ref.ref} is a lake reference but lake {lake_path!s} does not exist "
-                "(use --lake)"
+                f"(use --lake); {build_hint(ref)}"
             )
         try:
             info = Lake(lake_path).verify_hash(ref.ref, expected=ref.content_hash)
         except LakeError as exc:
-            raise DataHashError(f"{where}: {exc}; refusing to train on it") from None
+            raise DataHashError(
+                f"{where}: {exc}; refusing to train on it; {build_hint(ref)}"
+            ) from None
         return VerifiedRef(ref, where, f"lake:{info.ref}", lake_path=str(lake_path))
     path = Path(ref.ref)
     path = path if path.is_absolute() else (manifest_dir / path).resolve()
@@ -65,6 +71,22 @@ def verify(
             "refusing to train on data that differs from the manifest"
         )
     return VerifiedRef(ref, where, str(path), file_stat=(before.st_size, before.st_mtime_ns))
+
+
+PLACEHOLDER_HASH = "0" * 64
+
+
+def build_hint(ref: DatasetRef) -> str:
+    """What to do about a missing or mismatched lake table: the command that builds it (then
+    pin the hash it prints), or that no recipe builds it yet.
+
+    >>> build_hint(DatasetRef(ref="t@1", content_hash="0" * 64, build="cascade build dataset t"))
+    '`cascade build dataset t` produces it; pin the content_hash it prints in place of the placeholder'
+    """
+    if ref.build is None:
+        return f"{ref.how_to_build()} (the manifest names no `build` command for it)"
+    pin = "in place of the placeholder" if ref.content_hash == PLACEHOLDER_HASH else "here"
+    return f"{ref.how_to_build()}; pin the content_hash it prints {pin}"
 
 
 @dataclass(frozen=True)

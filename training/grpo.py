@@ -41,7 +41,7 @@ from training.distributed import (
 from training.episode import Episode, group_advantages, has_signal
 from training.models import build_model, load_tokenizer, pick_attn_implementation
 from training.policy_loss import grpo_loss_sum, mopd_loss_sum, token_entropy, token_weights
-from training.rewards import REWARD_MODEL_HOOKS, RewardPool, SequenceClassifierRM, StageRewards
+from training.rewards import RewardModel, RewardPool, StageRewards, load_reward_model
 from training.rl_data import (
     REWARD_COLUMNS,
     EpochFilter,
@@ -118,7 +118,7 @@ def run_rl_stage(ctx: StageContext) -> StageResult:
         gpu_memory_utilization=stage.rollout.gpu_memory_utilization,
         seed=stage.seed,
     )
-    reward_model = reward_model_for(stage) if grpo else None
+    reward_model = reward_model_for(ctx) if grpo else None
     rewards = StageRewards(stage, ctx.reward_fn, reward_model) if grpo else None
     pool = RewardPool(rewards, stage.reward_workers) if rewards is not None else None
     judge = rewards  # evaluation scores with the stage's own reward, even under an override
@@ -723,10 +723,15 @@ def load_teachers(
     return loaded
 
 
-def reward_model_for(stage: GRPOStage) -> SequenceClassifierRM | None:
-    """The stage's reward model (`reward_model`: a registered hook name or a model dir)."""
+def reward_model_for(ctx: StageContext) -> RewardModel | None:
+    """The stage's reward model (`reward_model`: a hook name, `stage:<name>`, a URL of
+    `cascade serve-reward`, or a model dir / hub id; see `training.rewards.load_reward_model`)."""
+    stage: GRPOStage = ctx.stage  # type: ignore[assignment]
     if "reward_model" not in stage.reward or stage.reward_model is None:
         return None
-    if stage.reward_model in REWARD_MODEL_HOOKS:
-        return REWARD_MODEL_HOOKS[stage.reward_model]()
-    return SequenceClassifierRM(stage.reward_model)
+    return load_reward_model(
+        stage.reward_model,
+        stage_finals=ctx.stage_finals,
+        base_dir=ctx.manifest_path.parent,
+        batch_size=stage.reward_model_batch_size,
+    )

@@ -1,9 +1,11 @@
-"""The cascade runner: stages in manifest order, each from the previous stage's final model.
+"""The cascade runner: stages in manifest order, each policy stage from the previous policy
+stage's final model; a reward-model stage starts from its own backbone and leaves the chain
+alone (a later GRPO stage reads it as `reward_model: stage:<name>`).
 
 Layout under the manifest's `output_dir` (relative paths resolve against the manifest file):
 `<stage>/checkpoints/step_N/` (resumable), `<stage>/final/` (transformers model + tokenizer
-with its chat template + `trained_on.json`), `<stage>/log.jsonl`. Every stage's data hashes
-are checked once, before the first stage trains.
+with its chat template + `trained_on.json`; a reward model adds `eval.json`),
+`<stage>/log.jsonl`. Every stage's data hashes are checked once, before the first stage trains.
 """
 
 from __future__ import annotations
@@ -15,7 +17,12 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from schemas.training_manifest import GRPOStage, MOPDStage, SFTStage, TrainingManifest
+from schemas.training_manifest import (
+    AnyStage,
+    RewardModelStage,
+    SFTStage,
+    TrainingManifest,
+)
 from training.datasets import VerifiedRef, verify
 
 
@@ -53,7 +60,8 @@ def _field_path(raw: object, loc: tuple) -> str:
             if isinstance(node, dict) and "name" in node:
                 parts[-1] += f"({node['name']})"
             continue
-        if key in ("sft", "grpo", "mopd") and isinstance(node, dict) and node.get("type") == key:
+        tags = ("sft", "grpo", "mopd", "reward_model")
+        if key in tags and isinstance(node, dict) and node.get("type") == key:
             continue  # the discriminated-union tag pydantic inserts
         parts.append(str(key))
         node = node.get(key) if isinstance(node, dict) else None
@@ -64,18 +72,24 @@ def _field_path(raw: object, loc: tuple) -> str:
 class StagePlan:
     """One stage to run, where it starts from and where it writes."""
 
-    stage: SFTStage | GRPOStage | MOPDStage
+    stage: AnyStage
     stage_dir: Path
-    init_from: Path | None
+    init_from: Path | None  # None: the manifest's base model (a reward model: its backbone)
 
 
 def plan(manifest: TrainingManifest, manifest_path: Path, only: str | None) -> list[StagePlan]:
-    """The stages to run (all, or just `only`), each chained to its predecessor's final dir."""
+    """The stages to run (all, or just `only`), each policy stage chained to the previous
+    policy stage's final dir."""
     out = Path(manifest.output_dir)
     out = out if out.is_absolute() else (manifest_path.parent / out).resolve()
     plans = []
     previous: Path | None = None
     for stage in manifest.stages:
+        if isinstance(stage, RewardModelStage):
+            source = stage.backbone.removeprefix("stage:")
+            init = out / source / "final" if stage.backbone.startswith("stage:") else None
+            plans.append(StagePlan(stage, out / stage.name, init))
+            continue
         plans.append(StagePlan(stage, out / stage.name, previous))
         previous = out / stage.name / "final"
     if only is None:
@@ -87,6 +101,12 @@ def plan(manifest: TrainingManifest, manifest_path: Path, only: str | None) -> l
         raise FileNotFoundError(
             f"stage {only!r} starts from {first.init_from}, which does not exist yet; "
             "run the earlier stages first"
+        )
+    rm = getattr(first.stage, "reward_model", None) or ""
+    if rm.startswith("stage:") and not (out / rm[6:] / "final" / "config.json").is_file():
+        raise FileNotFoundError(
+            f"stage {only!r} is scored by reward model {rm!r}, whose final model "
+            f"{out / rm[6:] / 'final'} does not exist yet; run that stage first"
         )
     return chosen
 
@@ -153,10 +173,8 @@ def run_cascade(
             continue
         from training.stage import StageContext  # heavy: only when training
 
-        say(
-            f"stage {p.stage.name}: {p.stage.type}, from {p.init_from or manifest.base_model} "
-            f"-> {p.stage_dir}"
-        )
+        start = p.init_from or getattr(p.stage, "backbone", None) or manifest.base_model
+        say(f"stage {p.stage.name}: {p.stage.type}, from {start} -> {p.stage_dir}")
         ctx = StageContext(
             manifest=manifest,
             manifest_path=manifest_path,
@@ -175,6 +193,10 @@ def run_cascade(
             from training.sft import run_sft_stage
 
             result = run_sft_stage(ctx)
+        elif isinstance(p.stage, RewardModelStage):
+            from training.reward_model import run_reward_model_stage
+
+            result = run_reward_model_stage(ctx)
         else:
             from training.grpo import run_rl_stage
 

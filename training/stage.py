@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from schemas.training_manifest import GRPOStage, MOPDStage, SFTStage, TrainingManifest
+from schemas.training_manifest import AnyStage, TrainingManifest
 from training.datasets import VerifiedRef
 from training.models import build_model, is_local_model, load_tokenizer
 
@@ -23,7 +23,7 @@ class StageContext:
 
     manifest: TrainingManifest
     manifest_path: Path
-    stage: SFTStage | GRPOStage | MOPDStage
+    stage: AnyStage
     stage_dir: Path
     init_from: Path | None  # previous stage's final model (None: the manifest's base model)
     datasets: list[VerifiedRef]  # the stage's references, hash-checked by the runner
