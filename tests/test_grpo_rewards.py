@@ -157,10 +157,11 @@ def test_reward_model_sees_the_answer_after_think_and_code_switch_floor() -> Non
         scorer.score_group(prompt("Say hello."), eps)
     finally:
         del REWARD_MODEL_HOOKS["length-rm"]
-    assert seen == ["\nHi!", "<think>\nnever finished", f"Hello {CHINESE}"]
-    assert rewards_of(eps) == [4.0, 22.0, 9.0]  # a reward model keeps capped replies' scores
+    # the answer after </think> (its leading newline dropped); the whole unfinished output
+    assert seen == ["Hi!", "<think>\nnever finished", f"Hello {CHINESE}"]
+    assert rewards_of(eps) == [3.0, 22.0, 9.0]  # a reward model keeps capped replies' scores
     scorer.finish_batch(eps)
-    assert rewards_of(eps) == [4.0, 22.0, 4.0 - 10]  # code-switched: batch minimum - 10
+    assert rewards_of(eps) == [3.0, 22.0, 3.0 - 10]  # code-switched: batch minimum - 10
     assert rm_answer("no think block at all") == "no think block at all"
 
 

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from cli.console import CascadeError
 from lake.catalog import Lake
-from schemas.training_manifest import GRPOStage, SFTStage
+from schemas.training_manifest import GRPOStage, RewardModelStage, SFTStage
 from training.datasets import DataHashError, load, verify
 from training.runner import ManifestError, load_manifest, run_cascade
 from training.sft_data import conversations
@@ -65,6 +65,7 @@ def test_cascade_8b_manifest_has_the_papers_structure() -> None:
     assert [s.name for s in m.stages] == [
         "sft_stage1",
         "sft_stage2",
+        "reward_model",
         "rlhf",
         "if_rl_ifeval",
         "if_rl_ifbench",
@@ -81,11 +82,27 @@ def test_cascade_8b_manifest_has_the_papers_structure() -> None:
     assert s2.optimizer.learning_rate == 2e-5
     ups = {d.ref.split("@")[0]: d.upsample for d in s2.datasets}
     assert ups["sft_science_s2"] == 2
-    assert [v for k, v in ups.items() if k.startswith("sft_swe")] == [3, 3, 3]
+    assert [v for k, v in ups.items() if k.startswith("swe_sft")] == [3, 3, 3]
+    # The reward model (recipe 5.1): Qwen2.5-72B-Instruct, HelpSteer2 + HelpSteer3 +
+    # off-topic pairs, batch 256, LR 2e-6, 1 epoch; RLHF is scored by it.
+    rm = m.stages[2]
+    assert isinstance(rm, RewardModelStage)
+    assert (rm.backbone, rm.batch.global_batch_size, rm.optimizer.learning_rate, rm.epochs) == (
+        "Qwen/Qwen2.5-72B-Instruct",
+        256,
+        2e-6,
+        1,
+    )
+    assert [d.ref for d in rm.datasets] == [
+        "helpsteer2_pairs@1",
+        "helpsteer3_pairs@1",
+        "rm_offtopic_pairs@1",
+    ]
+    assert m.stage("rlhf").reward_model == "stage:reward_model"
     # The RL stages carry the recipe's numbers (sections 7.2-7.4), one row per stage:
     # prompts x rollouts, temperature, top-p, top-k, LR, max response, overlong filtering,
     # max steps, thinking share, reward, code-switch reward, dynamic filtering.
-    rl = {s.name: s for s in m.stages[2:]}
+    rl = {s.name: s for s in m.stages[3:]}
     assert all(isinstance(s, GRPOStage) for s in rl.values())
     got = {
         name: (
@@ -147,20 +164,22 @@ def test_invalid_manifest_errors_name_each_field(tmp_path: Path) -> None:
     spec = json.loads((ROOT / "manifests" / "cascade_8b.json").read_text())
     bad = copy.deepcopy(spec)
     bad["stages"][1]["batch"]["micro_batch_size"] = 0
-    bad["stages"][3]["temperature"] = -1
+    bad["stages"][4]["temperature"] = -1
     bad["stages"][0]["datasets"][0]["ref"] = "not a ref"
-    bad["stages"][2]["learning_rate"] = 1e-6  # belongs under optimizer
-    bad["stages"][5]["datasets"][0]["content_hash"] = "abc"
+    bad["stages"][3]["learning_rate"] = 1e-6  # belongs under optimizer
+    bad["stages"][6]["datasets"][0]["content_hash"] = "abc"
+    bad["stages"][2]["heldout_fraction"] = 1.5
     path = write(tmp_path / "bad.json", bad)
     with pytest.raises(ManifestError) as info:
         load_manifest(path)
     msg = str(info.value)
     for field in (
         "stages[1](sft_stage2).batch.micro_batch_size: Input should be greater than 0",
-        "stages[3](if_rl_ifeval).temperature: Input should be greater than 0",
+        "stages[4](if_rl_ifeval).temperature: Input should be greater than 0",
         "stages[0](sft_stage1).datasets[0].ref:",
-        "stages[2](rlhf).learning_rate: Extra inputs are not permitted",
-        "stages[5](math_rl_24k).datasets[0].content_hash: Value error, expected 64 lowercase hex",
+        "stages[3](rlhf).learning_rate: Extra inputs are not permitted",
+        "stages[6](math_rl_24k).datasets[0].content_hash: Value error, expected 64 lowercase hex",
+        "stages[2](reward_model).heldout_fraction: Input should be less than 1",
     ):
         assert f"{path}: {field}" in msg, msg
 
