@@ -99,6 +99,25 @@ def toy_pairs_file(tmp_path: Path, problems: int = 40, name: str = "pairs.jsonl"
 
 
 @pytest.mark.parametrize(
+    "module",
+    [
+        "training.pair_data",
+        "training.reward_model",
+        "training.rewards",
+        "training.reward_server",
+        "training.datasets",
+        "schemas.training_manifest",
+    ],
+)
+def test_docstring_examples(module: str) -> None:
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.attempted > 0 and result.failed == 0
+
+
+@pytest.mark.parametrize(
     ("edit", "message"),
     [
         (lambda s: s.pop("tokenizer"), "a tiny-random backbone needs an explicit tokenizer"),
