@@ -1,11 +1,12 @@
 # Two entry points that work on a fresh machine (Python >= 3.11, no GPU, no network but PyPI):
 #   make demo   set up .venv and build the math_rl_v2 dataset from the bundled demo corpus
+#   make toy    the toy world: train tiny models, build SFT and RL sets with real pass rates
 #   make test   set up .venv, lint, and run the test suite
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test
+.PHONY: setup demo toy test
 
 $(BIN)/cascade: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +22,12 @@ demo: setup
 	rm -rf demo-lake
 	$(BIN)/cascade --lake demo-lake build dataset math_rl_v2 --profile demo --manifests demo-lake/manifests
 	$(BIN)/cascade --lake demo-lake sql "SELECT step, reason, count(*) AS n FROM drops GROUP BY ALL ORDER BY n DESC"
+
+toy: setup
+	rm -rf toy-lake
+	$(BIN)/cascade --lake toy-lake build dataset math_sft --profile toy --manifests toy-lake/manifests
+	$(BIN)/cascade --lake toy-lake build dataset math_rl_v2 --profile toy --set sft_datasets=math_sft --manifests toy-lake/manifests
+	$(BIN)/cascade --lake toy-lake sql "SELECT model, round(avg(pass_rate), 3) AS mean_pass_rate, count(*) AS prompts FROM difficulty GROUP BY ALL"
 
 test: setup
 	$(BIN)/ruff check .

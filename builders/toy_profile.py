@@ -47,7 +47,7 @@ class ToySetup:
 
 def toy_setup(workdir: Path) -> ToySetup:
     """The toy files and models for the lake `workdir` belongs to (made once, then reused)."""
-    root = workdir.parent / "toy"
+    root = (workdir.parent / "toy").resolve()
     models = {name: root / "models" / name / "sft" / "final" for name in ("weak", "strong")}
     if not all((m / "config.json").is_file() for m in models.values()):
         models = train_toy_models(root / "models")

@@ -266,7 +266,7 @@ def train_toy_models(
     """
     from training.runner import run_cascade  # the trainer is heavy: import only when training
 
-    out = Path(out_dir)
+    out = Path(out_dir).resolve()  # the manifests written here name files by absolute path
     problems = toy_problems(train_rows, seed=seed, digits=digits)
     content_hash = write_jsonl(out / "sft.jsonl", sft_rows(problems))
     finals = {}

@@ -178,9 +178,10 @@ def build_show(name: str = typer.Argument(..., help="Recipe name.")) -> None:
         console.print(plain(f"  {key} = {json.dumps(value)}"), soft_wrap=True)
     console.print(plain("\nsteps:", "bold"))
     for number, step in enumerate(recipe_steps(recipe), start=1):
-        doc = (step.run.__doc__ or "").strip().splitlines()
+        operator = getattr(step.run, "func", step.run)  # a step may bind some arguments
+        doc = (operator.__doc__ or "").strip().splitlines()
         console.print(
-            plain(f"  {number}. {step.name} ({step.run.__module__}.{step.run.__name__})"),
+            plain(f"  {number}. {step.name} ({operator.__module__}.{operator.__qualname__})"),
             soft_wrap=True,
         )
         if doc:

@@ -207,6 +207,16 @@ def lake_show(ref: str = typer.Argument(..., help="name or name@N")) -> None:
         console.print(plain(line))
 
 
+@lake_app.command("verify")
+def lake_verify(ref: str = typer.Argument(..., help="name or name@N")) -> None:
+    """Recompute a version's content hash from every data file it reads."""
+    try:
+        info = open_lake().verify_hash(ref)
+    except LakeError as exc:
+        raise CascadeError(str(exc)) from None
+    console.print(plain(f"{info.ref}: content_hash {info.content_hash} matches its files", "green"))
+
+
 @lake_app.command("attach")
 def lake_attach(
     write: bool = typer.Option(False, "--write", help="Attach read-write (one writer at a time)."),

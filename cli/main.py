@@ -45,6 +45,7 @@ def command_app():
         generate,
         lake,
         report,
+        reward,
         serve,
         train,
         verify,

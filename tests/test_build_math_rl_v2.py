@@ -154,3 +154,18 @@ def test_cli_build_prints_the_funnel_and_sql_answers(tmp_path: Path) -> None:
     assert counts["contaminated"] == "26" and counts["proof"] == "20"
     missing = runner.invoke(app, ["--lake", lake, "build", "dataset", "math_rl_v2"])
     assert missing.exit_code != 0
+
+
+def test_every_recipe_lists_and_shows_its_steps() -> None:
+    from builders.recipes import RECIPES
+    from cli.main import command_app
+
+    app = command_app()
+    runner = CliRunner()
+    listed = runner.invoke(app, ["build", "list"])
+    assert listed.exit_code == 0
+    for name in RECIPES:
+        assert name in listed.output
+        shown = runner.invoke(app, ["build", "show", name])
+        assert shown.exit_code == 0, (name, shown.output, shown.exception)
+        assert "parameters" in shown.output and "1. " in shown.output
