@@ -122,3 +122,42 @@ def test_ingest_errors_exit_nonzero_with_the_reason(cli_lake) -> None:
     assert f"{bad}:2: malformed line" in proc.stderr and "Traceback" not in proc.stderr
     skipped = invoke(lake, "ingest", str(bad), "--table", "b", "--on-error", "skip")
     assert skipped.exit_code == 0 and "skipped 1 malformed" in skipped.output
+
+
+def test_messages_keep_bracketed_names_and_missing_lakes_are_not_created(tmp_path: Path) -> None:
+    manifest = tmp_path / "m.json"
+    manifest.write_text(
+        json.dumps(
+            {
+                "name": "x",
+                "base_model": "tiny-random:qwen2",
+                "tokenizer": "in-process-bpe:300",
+                "output_dir": "o",
+                "stages": [
+                    {
+                        "name": "sft1",
+                        "type": "sft",
+                        "datasets": [{"ref": "d.jsonl", "content_hash": "xyz"}],
+                        "max_seq_len": 8,
+                        "epochs": 1,
+                        "optimizer": {"learning_rate": 0.1},
+                        "batch": {"global_batch_size": 2, "micro_batch_size": 1},
+                    }
+                ],
+            }
+        )
+    )
+    cli = [sys.executable, "-c", "from cli.main import main; main()"]
+    root = Path(__file__).resolve().parents[1]
+    train = subprocess.run(
+        [*cli, "train", "--manifest", str(manifest)], capture_output=True, text=True, cwd=root
+    )
+    assert train.returncode == 1
+    assert "stages[0](sft1).datasets[0].content_hash" in train.stderr  # not eaten as markup
+    missing = tmp_path / "no_lake_here"
+    sql = subprocess.run(
+        [*cli, "sql", "SELECT 1", "--lake", str(missing)], capture_output=True, text=True, cwd=root
+    )
+    assert sql.returncode == 1 and f"no lake at {missing}" in sql.stderr
+    assert not missing.exists()
+    assert "lake lake" not in sql.stderr
