@@ -215,7 +215,7 @@ class Benchmark:
             "name": self.name,
             "origin": self.origin,
             "items": len(self),
-            "sha256": self.content_hash,
+            "content_hash": self.content_hash,
         }
 
 

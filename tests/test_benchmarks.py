@@ -96,7 +96,7 @@ def test_content_hash_is_stable_and_changes_with_any_item(tmp_path: Path) -> Non
         "name": "amc",
         "origin": first.origin,
         "items": 83,
-        "sha256": first.content_hash,
+        "content_hash": first.content_hash,
     }
 
 
