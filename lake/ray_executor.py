@@ -123,6 +123,7 @@ class RayExecutor:
         for key, value in WORKER_ENV.items():
             env.setdefault(key, os.environ.get(key, value))
         if not ray.is_initialized():
+            _check_reachable(self.address)
             options: dict[str, Any] = {
                 "runtime_env": {"env_vars": env},
                 "logging_level": "ERROR",
@@ -571,6 +572,26 @@ def merge_stats(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         else:
             merged[key] = values
     return merged
+
+
+def _check_reachable(address: str | None) -> None:
+    """Fail in seconds, not minutes, when nothing listens at a cluster's `host:port`
+    (`ray.init` retries an unreachable head for a long time)."""
+    import socket
+
+    if address is None or address == "auto" or "://" in address:
+        return
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host or "127.0.0.1", int(port)), timeout=5):
+            return
+    except ValueError:
+        raise ClusterError(f"--ray-address {address!r}: expected host:port") from None
+    except OSError as exc:
+        raise ClusterError(
+            f"cannot connect to Ray at {address}: {exc.strerror or exc} (is `ray start --head` "
+            "running there?)"
+        ) from None
 
 
 def _holds_lake(params: Mapping[str, Any]) -> bool:

@@ -17,6 +17,9 @@ import os
 import random
 import re
 import signal
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 from pathlib import Path
@@ -46,9 +49,12 @@ SHARED = ROOT.parent / "shared" / "data"
 pytestmark = [needs_ray, pytest.mark.slow]
 
 
+SECRET = "cascade-ray-worker-secret-0451"
+
+
 @pytest.fixture(scope="module")
 def cluster():
-    with ray_cluster(num_cpus=2) as running:
+    with ray_cluster(num_cpus=2, env={"CASCADE_SANDBOX_TEST_SECRET": SECRET}) as running:
         yield running
 
 
@@ -276,6 +282,136 @@ def test_a_row_map_whose_workers_die_is_retried(
     assert len(list(tmp_path.iterdir())) == 4  # each of the 4 blocks killed its worker once
     run_steps(corpus_lake, "corpus", [step], out="lived", producer="t", executor=LocalExecutor())
     assert_same_runs(corpus_lake, "lived", corpus_lake, "died")
+
+
+# -- generation and verification on the workers ----------------------------------------------
+
+PROMPTS, K, CHUNK = 24, 2, 4
+TOTAL = PROMPTS * K * 2  # both modes
+GENERATE = textwrap.dedent(
+    """
+    import json, sys
+    from cli.executors import generation_backend_factory
+    from curation.generate import Sampling, Teacher, generate_to_lake
+    from curation.generate.plan import prompts_from_records
+    from curation.generate.run import report_json
+    from lake.catalog import Lake
+    from lake.ray_executor import RayExecutor
+
+    address, lake_dir, teacher, prompts = sys.argv[1:5]
+    records = [json.loads(line) for line in open(prompts)]
+    options = {"batch_size": 4, "num_threads": 1}
+    factory = generation_backend_factory(RayExecutor(address=address), "hf", options)
+    report = generate_to_lake(
+        Lake(lake_dir), prompts_from_records(records, origin=prompts), output="gens",
+        teacher=Teacher(teacher), backend="hf", backend_options=options,
+        modes=["think", "no_think"], k=2, sampling=Sampling(max_new_tokens=24, temperature=1.0),
+        seed=3, chunk_size=4, backend_factory=factory, show_progress=False,
+    )
+    print(report_json(report), flush=True)
+    """
+)
+
+
+def test_generation_on_the_workers_resumes_after_the_driver_is_killed(
+    tmp_path: Path, cluster: RayCluster
+) -> None:
+    from curation.generate import Sampling, Teacher, generate_to_lake
+    from curation.generate.plan import prompts_from_records
+    from curation.generate.tiny_teacher import build_tiny_teacher
+
+    records = _jsonl(SHARED / "sources" / "math_train.jsonl")[:300]
+    teacher = str(build_tiny_teacher(tmp_path / "teacher", [r["problem"] for r in records]))
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text("".join(json.dumps(r) + "\n" for r in records[:PROMPTS]))
+    lake_dir = tmp_path / "lake"
+    args = [sys.executable, "-c", GENERATE, cluster.address, str(lake_dir), teacher, str(prompts)]
+    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    lake = Lake(lake_dir)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None:
+        if lake.has("gens") and len(lake.versions("gens")) >= 2:
+            break
+        time.sleep(0.1)
+    assert proc.poll() is None, f"finished before it could be killed: {proc.communicate()}"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before = lake.read("gens").num_rows
+    assert 0 < before < TOTAL and before % CHUNK == 0  # whole chunks only
+
+    rerun = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert rerun.returncode == 0, rerun.stderr
+    report = json.loads(rerun.stdout.strip().splitlines()[-1])
+    assert (report["planned"], report["cached"]) == (TOTAL, before)
+    assert report["generated"] == TOTAL - before
+    rows = lake.read("gens").to_pylist()
+    assert len(rows) == TOTAL and len({r["id"] for r in rows}) == TOTAL
+    # the same samples a local, uninterrupted run generates
+    reference = Lake(tmp_path / "reference")
+    generate_to_lake(
+        reference, prompts_from_records(records[:PROMPTS], origin=str(prompts)), output="gens",
+        teacher=Teacher(teacher), backend="hf", backend_options={"batch_size": 8, "num_threads": 1},
+        modes=["think", "no_think"], k=K, sampling=Sampling(max_new_tokens=24, temperature=1.0),
+        seed=3, show_progress=False,
+    )  # fmt: skip
+    want = {r["id"]: r["response"] for r in reference.read("gens").to_pylist()}
+    assert {r["id"]: r["response"] for r in rows} == want
+
+
+STDIO = json.dumps([{"input": "4\n", "output": "8\n"}, {"input": "5\n", "output": "10\n"}])
+
+
+def _program(code: str) -> str:
+    return f"```python\n{code}\n```"
+
+
+def _worker_environment(name: str) -> str | None:
+    return os.environ.get(name)
+
+
+def test_code_verification_runs_in_a_sandbox_on_every_worker(
+    tmp_path: Path, ray_executor: RayExecutor
+) -> None:
+    import ray
+
+    from curation.verify.table import verify_step
+
+    outside = tmp_path / "escaped.txt"
+    search = (
+        "import glob, os\n"
+        f"found = {SECRET!r} in str(dict(os.environ))\n"
+        "for path in glob.glob('/proc/*/environ'):\n"
+        "    try:\n"
+        f"        found = found or {SECRET!r} in open(path, errors='replace').read()\n"
+        "    except Exception:\n"
+        "        pass\n"
+        "import sys\nprint(0 if found else 2 * int(sys.stdin.read()))"
+    )
+    programs = [
+        "import sys\nfor x in sys.stdin.read().split():\n    print(2 * int(x))",  # passes
+        "print(8)\nprint(11)",  # wrong
+        f"open({str(outside)!r}, 'w').write('x')",
+        "import socket\nsocket.create_connection(('127.0.0.1', 22), timeout=1)",
+        search,  # the worker's environment holds the secret; the sandbox must not
+    ] * 2
+    df = pl.DataFrame(
+        {
+            "uid": [f"r{i}" for i in range(len(programs))],
+            "response": [_program(p) for p in programs],
+            "tests": [STDIO] * len(programs),
+        }
+    )
+    # the secret really is in the workers' environment
+    assert ray.get(ray.remote(_worker_environment).remote("CASCADE_SANDBOX_TEST_SECRET")) == SECRET
+    step = Step("verify", verify_step, {"kind": "code"}, scope="rows")
+    ray_executor.block_rows = 3  # blocks on both workers
+    local = LocalExecutor().run(step, df)
+    clustered = ray_executor.run(step, df)
+    assert local.kept.equals(clustered.kept) and local.dropped.equals(clustered.dropped)
+    assert clustered.kept["uid"].to_list() == ["r0", "r4", "r5", "r9"]
+    assert not outside.exists()
+    detail = dict(zip(clustered.dropped["uid"], clustered.dropped["detail"], strict=True))
+    assert "PermissionError" in detail["r2"] and "PermissionError" in detail["r3"]
 
 
 # -- choosing the executor -------------------------------------------------------------------

@@ -85,12 +85,14 @@ def descendants(pid: int) -> list[psutil.Process]:
     return []
 
 
-def _stop_group(proc: subprocess.Popen, grace: float = 10.0) -> None:
-    """SIGTERM the server's process group, then SIGKILL what is left of it and of the
-    processes it started (Ray's workers run in process groups of their own)."""
+def _stop_group(
+    proc: subprocess.Popen, grace: float = 5.0, first: signal.Signals = signal.SIGTERM
+) -> None:
+    """Signal the server's process group (`first`), then SIGKILL what is left of it and of
+    the processes it started (Ray's workers run in process groups of their own)."""
     started = descendants(proc.pid)
     with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
+        os.killpg(proc.pid, first)
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=grace)
     with contextlib.suppress(ProcessLookupError):
@@ -130,7 +132,7 @@ class RayCluster:
         ]
 
     def stop(self) -> None:
-        _stop_group(self.process)
+        _stop_group(self.process, grace=3.0)
         shutil.rmtree(self.temp_dir, ignore_errors=True)
 
 
@@ -284,7 +286,7 @@ def postgres_server() -> Iterator[Postgres]:
         _wait(lambda: server.create_database("lake") is None, 30, "postgres accepting logins")
         yield server
     finally:
-        _stop_group(proc)
+        _stop_group(proc, first=signal.SIGINT)  # PostgreSQL's fast shutdown
         shutil.rmtree(base, ignore_errors=True)
 
 
