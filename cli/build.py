@@ -21,8 +21,10 @@ from builders.recipes import RECIPES, recipe_named
 from builders.runner import BuildError, build_dataset, parse_overrides, recipe_steps
 from cli.app import app
 from cli.console import CascadeError, console, err_console, open_lake, plain, state
+from cli.executors import executor_from_options
 from curation.ingest import IngestError, parse_mapping
 from lake.catalog import LakeError
+from lake.ray_executor import ClusterError
 from lake.steps import StepError
 from schemas.dataset_manifest import FunnelStep
 from schemas.tables import SchemaError
@@ -50,8 +52,18 @@ def build_dataset_command(
     out: str = typer.Option(
         None, "--out", help="Output table (default: the recipe's name), e.g. one per SWE sub-task."
     ),
+    executor: str = typer.Option(
+        "local", "--executor", help="local (this process) or ray (a Ray cluster)."
+    ),
+    ray_address: str = typer.Option(
+        None,
+        "--ray-address",
+        envvar="RAY_ADDRESS",
+        help="With --executor ray: the head's host:port (default: start Ray in this process).",
+    ),
 ) -> None:
     """Run a recipe: ingest -> its steps -> a new dataset version + manifest."""
+    runner = executor_from_options(executor, ray_address)
     try:
         recipe = recipe_named(name)
         overrides = parse_overrides(set_ or [], recipe.DEFAULTS)
@@ -66,9 +78,14 @@ def build_dataset_command(
                 manifests_dir=manifests,
                 on_step=show,
                 out=out,
+                executor=runner,
             )
-    except (BuildError, IngestError, LakeError, SchemaError, StepError) as exc:
+    except (BuildError, ClusterError, IngestError, LakeError, SchemaError, StepError) as exc:
         raise CascadeError(str(exc)) from None
+    finally:
+        close = getattr(runner, "close", None)
+        if close is not None:
+            close()
     m = report.manifest
     table = Table(
         "step", "rows in", "rows out", "dropped", "by reason", "seconds", title=f"{name} funnel"

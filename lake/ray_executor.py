@@ -38,7 +38,8 @@ shared lake (`AWS_*`, `PG*`) are forwarded from the driver's environment to the 
 from __future__ import annotations
 
 import contextlib
-import inspect
+import dataclasses
+import functools
 import os
 import threading
 import time
@@ -174,6 +175,10 @@ class RayExecutor:
     # -- running steps --------------------------------------------------------------------
 
     def run(self, step: Step, frame: pl.DataFrame) -> StepResult:
+        run = step.run
+        if isinstance(run, functools.partial) and not run.args and run.func in self.plans:
+            # an operator with some keywords bound: its plan, with those keywords as params
+            step = dataclasses.replace(step, run=run.func, params={**run.keywords, **step.params})
         plan = self.plans.get(step.run)
         if plan is not None:
             self.connect()
@@ -598,14 +603,6 @@ def _holds_lake(params: Mapping[str, Any]) -> bool:
     """A step that reads or writes the lake itself runs on the driver (its catalog may be a
     local file, and its commits must come from one process)."""
     return any(isinstance(v, Lake) for v in params.values())
-
-
-def accepts(run: Callable[..., Any], parameter: str) -> bool:
-    """Whether an operator takes a keyword parameter (e.g. `backend_factory`)."""
-    try:
-        return parameter in inspect.signature(run).parameters
-    except (TypeError, ValueError):
-        return False
 
 
 class _PeakRss:

@@ -173,6 +173,32 @@ def test_demo_build_is_the_same_on_the_cluster(
     assert ("rule_filters", "map") in stages
 
 
+def test_the_cli_builds_on_a_cluster_in_one_command(tmp_path: Path, cluster: RayCluster) -> None:
+    """The README's recipe: `ray start --head` (the fixture), then `--executor ray
+    --ray-address HEAD`; the published version is the local build's, byte for byte."""
+    local = build_dataset(
+        Lake(tmp_path / "local"), math_rl_v2, profile="demo", manifests_dir=tmp_path / "m1",
+        write_html_report=False,
+    )  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", "from cli.main import main; main()", "--quiet", "--lake",
+         str(tmp_path / "ray"), "build", "dataset", "math_rl_v2", "--profile", "demo",
+         "--manifests", str(tmp_path / "m2"), "--executor", "ray", "--ray-address",
+         cluster.address],
+        capture_output=True, text=True, cwd=ROOT, timeout=600,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert f"content_hash {local.manifest.output.content_hash[:12]}" in out.stdout
+    bad = subprocess.run(
+        [sys.executable, "-c", "from cli.main import main; main()", "--lake",
+         str(tmp_path / "bad"), "build", "dataset", "math_rl_v2", "--profile", "demo",
+         "--executor", "ray", "--ray-address", "127.0.0.1:1"],
+        capture_output=True, text=True, cwd=ROOT, timeout=120,
+    )  # fmt: skip
+    assert bad.returncode == 1
+    assert "cannot connect to Ray at 127.0.0.1:1" in bad.stderr
+
+
 def _corpus_steps(benchmarks: list) -> list[Step]:
     return [
         Step("decontaminate", decontaminate, {"benchmarks": benchmarks, "n": 9}, scope="rows"),
