@@ -50,7 +50,7 @@ from curation.difficulty import majority_answer_check, measure_pass_rates
 from curation.generate.backends import make_backend
 from curation.generate.samples import sample_responses
 from curation.sorted_sets import sorted_unique
-from lake.ray_executor import Block, RayExecutor, concat_columns, split_columns
+from lake.ray_executor import Block, RayExecutor, as_frame, concat_columns, split_columns
 from lake.steps import Executor, LocalExecutor, Step, StepResult
 
 EXECUTORS = ("local", "ray")
@@ -134,10 +134,11 @@ def exact_dedup_on_cluster(ex: RayExecutor, step: Step, frame: pl.DataFrame) -> 
 
 
 def _exact_keys(
-    block: pl.DataFrame, start: int, text_column: str, reference_columns: list[str], parts: int
+    block: Any, start: int, text_column: str, reference_columns: list[str], parts: int
 ) -> Any:
     """Per row: the normalized text's hash (the group key `exact_dedup` uses), whether it has
     a reference, and `exact_key` (xxh3-64 of the normalized text), cut by key."""
+    block = as_frame(block)
     norm = shingle_text(block.get_column(text_column))
     key = norm.hash(seed=0).to_numpy()
     columns = {
@@ -336,9 +337,10 @@ def near_dedup_on_cluster(ex: RayExecutor, step: Step, frame: pl.DataFrame) -> S
     return StepResult(kept=kept, dropped=dropped, stats=stats)
 
 
-def _near_block(block: pl.DataFrame, start: int, s: dict[str, Any], parts: int) -> Any:
+def _near_block(block: Any, start: int, s: dict[str, Any], parts: int) -> Any:
     """A block's signatures, its rows' reference flags, and its band keys cut by key: the
     `same` keys (band hash, numbers and answer) and the `link` keys (without the answer)."""
+    block = as_frame(block)
     n = block.height
     texts = block.get_column(s["text_column"])
     norm = shingle_text(texts)
@@ -663,7 +665,18 @@ def decontaminate_on_cluster(ex: RayExecutor, step: Step, frame: pl.DataFrame) -
     with ex.stage(step.name, "scan"):
         blocks = ex.put_blocks(frame, [text_column])
         scanned = [
-            _returns(ex, _decontam_scan, 1 + p, [index_ref], b.ref, b.start, text_column, rule, p)
+            _returns(
+                ex,
+                _decontam_scan,
+                1 + p,
+                [index_ref],
+                b.ref,
+                b.start,
+                text_column,
+                rule,
+                p,
+                params["chunk_rows"],
+            )  # fmt: skip
             for b in blocks
         ]
     if rule.ignore_stock:
@@ -692,29 +705,35 @@ def decontaminate_on_cluster(ex: RayExecutor, step: Step, frame: pl.DataFrame) -
 
 def _decontam_scan(
     index_holder: list[Any],
-    block: pl.DataFrame,
+    block: Any,
     start: int,
     text_column: str,
     rule: Any,
     parts: int,
+    chunk_rows: int,
 ) -> Any:
     """A block's verified benchmark n-gram overlaps (rows numbered in the whole table) and,
     for the stock rule, its (n-gram, text) pairs cut by n-gram; the literal rule measures
-    here (`scan_and_measure`, per chunk)."""
+    here. By chunks of `chunk_rows`, as `scan_and_measure` does (small NumPy buffers)."""
     index = _worker_object(index_holder)
-    texts = block.get_column(text_column)
-    tokens = tokenize(texts)
-    found = find_overlaps(texts, index, tokens)
+    texts = as_frame(block).get_column(text_column)
+    found_parts, document_parts = [], []
+    for lo in range(0, max(texts.len(), 1), chunk_rows):
+        chunk = texts.slice(lo, chunk_rows)
+        found = find_overlaps(chunk, index, tokenize(chunk))
+        if rule.ignore_stock:
+            rows = found["row"].unique().to_numpy()
+            row_keys = np.zeros(chunk.len(), dtype=np.uint64)
+            row_keys[rows] = chunk.gather(rows).fill_null("").hash().to_numpy()
+            document_parts.append(document_grams(found, index, rule, row_keys))
+        found_parts.append(found.with_columns(pl.col("row") + start + lo))
+    found = pl.concat(found_parts, how="vertical")
     if not rule.ignore_stock:
-        measured = measure_rows(found.with_columns(pl.col("row") + start), index, rule)
-        return (measured, *[None] * parts)
-    rows = found["row"].unique().to_numpy()
-    row_keys = np.zeros(block.height, dtype=np.uint64)
-    row_keys[rows] = texts.gather(rows).fill_null("").hash().to_numpy()
-    documents = document_grams(found, index, rule, row_keys)
+        return (measure_rows(found, index, rule), *[None] * parts)
+    documents = pl.concat(document_parts, how="vertical")
     gram = documents["gram"].to_numpy()
     cut = [documents.filter(pl.Series(gram % parts == q)) for q in range(parts)]
-    return (found.with_columns(pl.col("row") + start), *cut)
+    return (found, *cut)
 
 
 def _decontam_stock(index_holder: list[Any], rule: Any, stock: Any, *documents: pl.DataFrame):

@@ -233,18 +233,17 @@ class RayExecutor:
         return self._cache[("shared", key)]
 
     def put_blocks(self, frame: pl.DataFrame, columns: Sequence[str] | None = None) -> list[Block]:
-        """The frame (or some of its columns) in blocks of `block_rows` rows."""
+        """The frame (or some of its columns) in blocks of `block_rows` rows, as Arrow tables
+        (Ray stores a slice of an Arrow table without the rest of its buffers; a task turns
+        its block back into a frame with `as_frame`, without a copy)."""
         import ray
 
-        part = frame.select(columns) if columns is not None else frame
-        return [
-            Block(
-                start,
-                min(self.block_rows, frame.height - start),
-                ray.put(part.slice(start, self.block_rows)),
-            )
-            for start in range(0, frame.height, self.block_rows)
-        ] or [Block(0, 0, ray.put(part.clear()))]
+        table = (frame.select(columns) if columns is not None else frame).to_arrow()
+        blocks = []
+        for start in range(0, frame.height, self.block_rows):
+            rows = min(self.block_rows, frame.height - start)
+            blocks.append(Block(start, rows, ray.put(table.slice(start, rows))))
+        return blocks or [Block(0, 0, ray.put(table.slice(0, 0)))]
 
     @contextlib.contextmanager
     def stage(self, step: str, stage: str) -> Iterator[None]:
@@ -435,8 +434,15 @@ class _EngineWorker:
 # -- what tasks run ----------------------------------------------------------------------------
 
 
-def _run_on_block(run: Callable[..., StepResult], params: dict, block: pl.DataFrame) -> StepResult:
-    return run(block, **params)
+def as_frame(block: Any) -> pl.DataFrame:
+    """A block (an Arrow table from `put_blocks`) as a Polars frame."""
+    if isinstance(block, pl.DataFrame):
+        return block
+    return pl.from_arrow(block)  # type: ignore[return-value]
+
+
+def _run_on_block(run: Callable[..., StepResult], params: dict, block: Any) -> StepResult:
+    return run(as_frame(block), **params)
 
 
 def split_columns(columns: Columns, part: np.ndarray, count: int) -> list[Columns]:
