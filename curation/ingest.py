@@ -204,11 +204,15 @@ def _has_struct(schema: pl.Schema) -> bool:
     return any(nested(dtype) for dtype in schema.values())
 
 
+_SCALAR_TEXT = r"^(?:-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false)$"
+
+
 def _mixed_scalars(frame: pl.DataFrame, block: bytes) -> bool:
     """True if a text column also had unquoted numbers or booleans in the JSON: Polars
-    would keep them as text ("1" for 1), so the rows must be read exactly instead."""
+    would keep them as text ("1" for 1), so the rows must be read exactly instead. Only a
+    column with number-looking text is checked against the raw bytes."""
     for name, dtype in frame.schema.items():
-        if dtype != pl.String:
+        if dtype != pl.String or not frame.get_column(name).str.contains(_SCALAR_TEXT).any():
             continue
         key = re.escape(json.dumps(name).encode())
         if re.search(key + rb"\s*:\s*[-0-9tf]", block):
@@ -370,7 +374,7 @@ def to_prompts(
 
     prefix = uid_prefix or source
     columns = {
-        "uid": pl.Series([f"{prefix}:{n}" for n in chunk.lines], dtype=pl.String),
+        "uid": f"{prefix}:" + pl.Series(chunk.lines, dtype=pl.Int64).cast(pl.String),
         "id": prompt_ids(problem),
         "source": pl.Series([source] * frame.height, dtype=pl.String),
         "source_id": (

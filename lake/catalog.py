@@ -654,14 +654,17 @@ class Lake:
         for info in infos:
             by_name.setdefault(info.name, []).append(info)
         pinned = None if query is None else set(_PINNED_REF.findall(query))
+        words = None if query is None else set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", query))
         for name, chain in by_name.items():
             for info in chain:
                 if pinned is not None and (name, str(info.version)) not in pinned:
                     continue
-                con.execute(
-                    f'CREATE VIEW "{name}@{info.version}" AS SELECT * FROM {self._from(info)}'
-                )
-            con.execute(f'CREATE VIEW "{name}" AS SELECT * FROM {self._from(chain[-1])}')
+                source = self._scan_source(con, info, chain)
+                con.execute(f'CREATE VIEW "{name}@{info.version}" AS SELECT * FROM {source}')
+            latest = chain[-1]
+            used = words is None or name in words
+            source = self._scan_source(con, latest, chain) if used else self._from(latest)
+            con.execute(f'CREATE VIEW "{name}" AS SELECT * FROM {source}')
         versions = pa.Table.from_pylist(
             [
                 {
@@ -692,6 +695,23 @@ class Lake:
             columns = ", ".join(f'NULL::{_duck_type(f.type)} AS "{f.name}"' for f in DROPS.schema)
             con.execute(f"CREATE VIEW drops AS SELECT {columns} WHERE false")
         return con
+
+    def _scan_source(
+        self, con: duckdb.DuckDBPyConnection, info: VersionInfo, chain: list[VersionInfo]
+    ) -> str:
+        """What a view of `info` reads: the version's own data files with `read_parquet`
+        (about twice as fast as DuckLake's table scan for a full scan), unless rows were
+        deleted outside cascade, when DuckLake's time travel applies the deletes."""
+        rows = con.execute(
+            "SELECT data_file, delete_file FROM ducklake_list_files(?, ?, snapshot_version => ?)",
+            [ALIAS, info.name, info.snapshot_id],
+        ).fetchall()
+        if not rows or any(r[1] for r in rows):
+            return self._from(info)
+        files = "[" + ", ".join(_sql_str(r[0]) for r in rows) + "]"
+        reads = [v for v in chain if v.version <= info.version] if info.mode == "append" else [info]
+        same = len({v.schema for v in reads}) == 1
+        return f"read_parquet({files}{'' if same else ', union_by_name = true'})"
 
     def sql(self, query: str) -> duckdb.DuckDBPyRelation:
         """Run a query over the lake; see `connect` for the names it can use."""

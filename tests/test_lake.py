@@ -430,3 +430,18 @@ def test_time_travel_after_a_table_is_replaced_in_the_same_process(tmp_path: Pat
     lake.commit("c", prompts(1), kind="prompts")
     assert lake.read("a@1").num_rows == 2
     assert lake.read("b@1").num_rows == 2
+
+
+def test_versions_stay_immutable_when_another_client_deletes_rows(lake: Lake) -> None:
+    lake.commit("p", prompts(5), kind="prompts")
+    assert "read_parquet" in lake._scan_source(lake.con, lake.resolve("p"), lake.versions("p"))
+    other = duckdb.connect()
+    for statement in lake.attach_statements(read_only=False, alias="outside"):
+        other.execute(statement)
+    other.execute("DELETE FROM outside.p WHERE uid = 't:0'")
+    assert other.execute("SELECT count(*) FROM outside.p").fetchone() == (4,)
+    other.close()
+    # p@1 is a snapshot: a later change by another client is not a cascade version of p.
+    fresh = Lake(lake.path)
+    assert fresh.sql("SELECT count(*) FROM p").fetchall()[0] == (5,)
+    assert fresh.verify_hash("p@1").version == 1
