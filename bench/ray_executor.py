@@ -148,6 +148,8 @@ def main() -> None:
                 for k, v in stages.items()
             ],
         }
+        if ray.component_rounds:
+            entry["component_rounds"] = ray.component_rounds[-1]
         figures.append(entry)
         print(json.dumps(entry), flush=True)
         rows_in = result.kept

@@ -29,6 +29,7 @@ live here because the lake floor may not import curation.
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -60,7 +61,9 @@ Columns = dict[str, np.ndarray]
 
 def executor_from_options(name: str = "local", address: str | None = None) -> Executor:
     """The executor for `--executor NAME [--ray-address ADDR]` (ADDR: `host:port` of a running
-    cluster's head, `auto`, or none to start Ray inside this process)."""
+    cluster's head, `auto`, or none to start Ray inside this process). The Ray executor's
+    block size and shuffle partitions come from `CASCADE_RAY_BLOCK_ROWS` and
+    `CASCADE_RAY_PARTITIONS` when set (see "Scale-out" in lake/ray_executor.py)."""
     if name == "local":
         if address:
             raise CascadeError("--ray-address needs --executor ray")
@@ -70,7 +73,17 @@ def executor_from_options(name: str = "local", address: str | None = None) -> Ex
             import ray  # noqa: F401
         except ImportError:
             raise CascadeError("--executor ray needs Ray: pip install 'ray[data]>=2.60'") from None
-        return RayExecutor(address=address, plans=CLUSTER_PLANS)
+        settings: dict[str, int] = {}
+        for key, env in (
+            ("block_rows", "CASCADE_RAY_BLOCK_ROWS"),
+            ("partitions", "CASCADE_RAY_PARTITIONS"),
+        ):
+            value = os.environ.get(env)
+            if value:
+                if not value.isdigit() or int(value) < 1:
+                    raise CascadeError(f"{env}={value!r}: expected a positive integer")
+                settings[key] = int(value)
+        return RayExecutor(address=address, plans=CLUSTER_PLANS, **settings)
     raise CascadeError(f"--executor must be one of {', '.join(EXECUTORS)}, got {name!r}")
 
 

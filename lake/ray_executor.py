@@ -33,6 +33,70 @@ in a cluster and a float per dropped row; never signatures, band keys or edge li
 Workers need the cascade package installed (same version as the driver). Credentials for a
 shared lake (`AWS_*`, `PG*`) are forwarded from the driver's environment to the workers
 (`forward_env`).
+
+Scale-out
+---------
+
+Two commands run a recipe on a cluster (every node has cascade installed and can reach the
+lake: `lake.json` with a PostgreSQL catalog and an s3:// data path, keys in the environment)::
+
+    ray start --head --port 6379        # then `ray start --address HEAD:6379` on each node
+    cascade build dataset math_rl_v2 --source ... --executor ray --ray-address HEAD:6379
+
+Settings a user changes: `block_rows` (rows per map task, default 50K; 0.5-1M at 1B rows so
+that blocks x partitions stays under ~1M objects), `partitions` (shuffle partitions, default
+the cluster's CPUs), the object store and its spill directory (`ray start
+--object-store-memory`, `--temp-dir` on a local NVMe disk), and for generation the engines'
+`gpus_per_worker` (the teacher's tensor-parallel size) and `batch_size` (requests per call,
+64-256 keeps vLLM's continuous batching full). `cli.executors.executor_from_options` reads
+them from `CASCADE_RAY_BLOCK_ROWS`, `CASCADE_RAY_PARTITIONS` until the commands grow flags.
+
+A 1B-row near dedup on N nodes (C CPUs in all; figures for 112 permutations, 16 bands x 7
+rows, ~250-byte prompts):
+
+- map (one task per block of 1M rows, C at a time): normalize, signatures (1M x 112 x 2 B =
+  224 MB per block, 224 GB in all, kept in the object stores and spilled to disk where they
+  do not fit: 224/N GB per node), band keys. Each row emits 16 `same` keys and 16 `link`
+  keys of 18 B (key, row, band): 576 B per row, 576 GB shuffled in all, ~576/N GB in and out
+  of each node, one partition (576/C GB, ~0.5 GB at C = 1024) per reduce task;
+- reduce per (band, key) partition: star edges per bucket (each row to the bucket's first
+  row), as the local operator forms them. Pairs go to the block of their first row:
+  ~1 candidate pair per row on heavily duplicated data (1.24M for 1M rows in
+  bench/dedup.py's corpus), 8 B each;
+- verification: the first end's block attaches its signature (224 B) and sends the pair to
+  the second end's block, which compares: ~230 GB moved for 1B pairs; verified edges keep
+  ~25 B each;
+- components: min-label propagation over the verified edges, partitioned by vertex; each
+  round moves only the labels that fell (16 B per edge end), rounds ~ the graph's diameter
+  (single digits on dedup graphs: star edges per bucket keep it short);
+- attachment of answerless rows and the representatives: lookups and a shuffle on the
+  cluster label over the rows in clusters only;
+- each worker holds one block (the text column of 1M rows, ~250 MB, plus its signatures)
+  or one partition at a time; the driver holds object references (blocks x partitions)
+  and per-partition counts, then the cluster labels and similarities of the dropped rows
+  (12 B per clustered row) to assemble the result.
+
+With today's `Executor` protocol `run_steps` reads the whole input into the driver and
+commits the kept rows from there, which bounds a step by the driver's memory (the bench's 1M
+prompts took 1.9-3.5 GiB of driver RSS per step, so 1B rows would need terabytes): past
+~50M rows per step, the executor should read
+the input version's Parquet files on the workers (`Lake.files`) and return the kept rows and
+drops as `lake.storage.DataFiles` written by the workers, which `commit_many` registers in one
+transaction (tests/test_lake_remote.py registers worker-written files this way).
+
+A 10M-response generation job on N nodes with G GPUs each (say 1.25M prompts x k=8): one
+Ray Data actor per engine (N x G / tensor-parallel size engines), each loading the teacher
+once and serving batches of requests; the driver plans the jobs, skips those whose
+fingerprint already has a row in the generations table, streams completions back as they
+finish and commits them every `chunk_size` samples (e.g. 20K: 500 commits, each one Parquet
+file on S3 and one short catalog transaction). Nothing is shuffled; what moves is the
+completions: ~30 KB per 8K-token response, ~300 GB to the driver and on to S3 over the
+whole job (minutes at 1 GB/s, against days of decoding). Each worker holds its model, its KV
+cache and the batch in flight; the driver holds the job plan (measured: 410 B per planned sample of MATH prompts with
+k=8, so ~5 GB for 10M; split the prompts into runs to stay under it) and one uncommitted
+chunk. A
+killed driver loses at most that chunk; re-running the same command generates only what
+is missing.
 """
 
 from __future__ import annotations
@@ -108,6 +172,7 @@ class RayExecutor:
     num_cpus: int | None = None  # only when starting a local cluster
     measure_memory: bool = False
     stages: list[StageRecord] = field(default_factory=list)
+    component_rounds: list[int] = field(default_factory=list)  # per connected_components call
     _connected: bool = field(default=False, repr=False)
     _started_ray: bool = field(default=False, repr=False)
     _cache: dict[Any, Any] = field(default_factory=dict, repr=False)
@@ -298,7 +363,7 @@ class RayExecutor:
             messages = [r[2:] for r in results]
             if changed == 0:
                 break
-        self._cache["last_component_rounds"] = rounds
+        self.component_rounds.append(rounds)
         return [self.remote(_labels_of_state).remote(s) for s in states]
 
     def lookup(

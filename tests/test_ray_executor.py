@@ -454,6 +454,19 @@ def test_executor_options_say_what_is_wrong() -> None:
     assert isinstance(executor_from_options("ray", "127.0.0.1:1"), RayExecutor)
 
 
+def test_cluster_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cli.console import CascadeError
+
+    monkeypatch.setenv("CASCADE_RAY_BLOCK_ROWS", "250000")
+    monkeypatch.setenv("CASCADE_RAY_PARTITIONS", "64")
+    executor = executor_from_options("ray", "127.0.0.1:1")
+    assert isinstance(executor, RayExecutor)
+    assert (executor.block_rows, executor.num_partitions) == (250_000, 64)
+    monkeypatch.setenv("CASCADE_RAY_PARTITIONS", "many")
+    with pytest.raises(CascadeError, match="CASCADE_RAY_PARTITIONS='many': expected a positive"):
+        executor_from_options("ray")
+
+
 def test_an_unreachable_cluster_is_one_sentence() -> None:
     from lake.ray_executor import ClusterError
 
