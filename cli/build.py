@@ -21,10 +21,9 @@ from builders.recipes import RECIPES, recipe_named
 from builders.runner import BuildError, build_dataset, parse_overrides, recipe_steps
 from cli.app import app
 from cli.console import CascadeError, console, err_console, open_lake, plain, state
-from cli.executors import executor_from_options
+from cli.executors import executor_session
 from curation.ingest import IngestError, parse_mapping
 from lake.catalog import LakeError
-from lake.ray_executor import ClusterError
 from lake.steps import StepError
 from schemas.dataset_manifest import FunnelStep
 from schemas.tables import SchemaError
@@ -63,11 +62,13 @@ def build_dataset_command(
     ),
 ) -> None:
     """Run a recipe: ingest -> its steps -> a new dataset version + manifest."""
-    runner = executor_from_options(executor, ray_address)
     try:
         recipe = recipe_named(name)
         overrides = parse_overrides(set_ or [], recipe.DEFAULTS)
-        with build_progress(name, recipe, overrides, enabled=not state.quiet) as show:
+        with (
+            executor_session(executor, ray_address) as runner,
+            build_progress(name, recipe, overrides, enabled=not state.quiet) as show,
+        ):
             report = build_dataset(
                 open_lake(write=True),
                 recipe,
@@ -80,12 +81,8 @@ def build_dataset_command(
                 out=out,
                 executor=runner,
             )
-    except (BuildError, ClusterError, IngestError, LakeError, SchemaError, StepError) as exc:
+    except (BuildError, IngestError, LakeError, SchemaError, StepError) as exc:
         raise CascadeError(str(exc)) from None
-    finally:
-        close = getattr(runner, "close", None)
-        if close is not None:
-            close()
     m = report.manifest
     table = Table(
         "step", "rows in", "rows out", "dropped", "by reason", "seconds", title=f"{name} funnel"

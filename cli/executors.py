@@ -28,9 +28,10 @@ live here because the lake floor may not import curation.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -51,7 +52,14 @@ from curation.difficulty import majority_answer_check, measure_pass_rates
 from curation.generate.backends import make_backend
 from curation.generate.samples import sample_responses
 from curation.sorted_sets import sorted_unique
-from lake.ray_executor import Block, RayExecutor, as_frame, concat_columns, split_columns
+from lake.ray_executor import (
+    Block,
+    ClusterError,
+    RayExecutor,
+    as_frame,
+    concat_columns,
+    split_columns,
+)
 from lake.steps import Executor, LocalExecutor, Step, StepResult
 
 EXECUTORS = ("local", "ray")
@@ -85,6 +93,20 @@ def executor_from_options(name: str = "local", address: str | None = None) -> Ex
                 settings[key] = int(value)
         return RayExecutor(address=address, plans=CLUSTER_PLANS, **settings)
     raise CascadeError(f"--executor must be one of {', '.join(EXECUTORS)}, got {name!r}")
+
+
+@contextlib.contextmanager
+def executor_session(name: str = "local", address: str | None = None) -> Iterator[Executor]:
+    """`executor_from_options` for the length of a command: a cluster that cannot be reached
+    is one sentence (CascadeError), and a Ray instance started here stops at the end."""
+    runner = executor_from_options(name, address)
+    try:
+        yield runner
+    except ClusterError as exc:
+        raise CascadeError(str(exc)) from None
+    finally:
+        if isinstance(runner, RayExecutor):
+            runner.close()
 
 
 def generation_backend_factory(
@@ -924,5 +946,6 @@ __all__ = [
     "EXECUTORS",
     "Block",
     "executor_from_options",
+    "executor_session",
     "generation_backend_factory",
 ]

@@ -97,6 +97,8 @@ _TRANSIENT = (
     "does not have any",
     "duplicate key value",  # PostgreSQL: another writer took the snapshot id first
     "could not serialize access",
+    # another writer changed a schema between this connection's catalog read and its query
+    "Failed to read inlined data",
 )
 
 _VERSIONS_DDL = """

@@ -312,7 +312,7 @@ def test_a_row_map_whose_workers_die_is_retried(
 
 # -- generation and verification on the workers ----------------------------------------------
 
-PROMPTS, K, CHUNK = 24, 2, 4
+PROMPTS, K, CHUNK = 16, 2, 4
 TOTAL = PROMPTS * K * 2  # both modes
 GENERATE = textwrap.dedent(
     """
