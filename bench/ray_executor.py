@@ -101,6 +101,7 @@ def main() -> None:
     for step in plan:  # worker processes start and import the operators once
         warm = ray.run(step, warm).kept
     ray.block_rows = args.block_rows
+    ray.component_rounds.clear()
     warm_up = time.perf_counter() - started
     print(f"ray: started in {cluster_start:.1f}s, workers warm in {warm_up:.1f}s", flush=True)
 
@@ -150,6 +151,7 @@ def main() -> None:
         }
         if ray.component_rounds:
             entry["component_rounds"] = ray.component_rounds[-1]
+            ray.component_rounds.clear()
         figures.append(entry)
         print(json.dumps(entry), flush=True)
         rows_in = result.kept
