@@ -140,7 +140,7 @@ def exact_dedup_on_cluster(ex: RayExecutor, step: Step, frame: pl.DataFrame) -> 
     with ex.stage(step.name, "normalize and hash"):
         blocks = ex.put_blocks(frame, columns)
         mapped = [
-            _returns(ex, _exact_keys, p, b.ref, b.start, text_column, reference_columns, p)
+            ex.call(_exact_keys, p, b.ref, b.start, text_column, reference_columns, p)
             for b in blocks
         ]
     with ex.stage(step.name, "group by normalized text"):
@@ -232,7 +232,7 @@ def near_dedup_on_cluster(ex: RayExecutor, step: Step, frame: pl.DataFrame) -> S
     with ex.stage(step.name, "signatures and band keys"):
         blocks = ex.put_blocks(frame, [settings["text_column"], *present])
         starts = np.array([b.start for b in blocks] + [n], dtype=np.int64)
-        mapped = [_returns(ex, _near_block, 3 + 2 * p, b.ref, b.start, settings, p) for b in blocks]
+        mapped = [ex.call(_near_block, 3 + 2 * p, b.ref, b.start, settings, p) for b in blocks]
         sigs = [m[0] for m in mapped]
         counts = np.array(ex.get([m[2] for m in mapped])).sum(axis=0)
     links_wanted = use_answer and counts[0] > 0 and counts[1] > 0
@@ -240,12 +240,11 @@ def near_dedup_on_cluster(ex: RayExecutor, step: Step, frame: pl.DataFrame) -> S
 
     with ex.stage(step.name, "candidate pairs (shuffle on band keys)"):
         same = [
-            _returns(ex, _band_buckets, nb, starts, False, *[m[3 + q] for m in mapped])
-            for q in range(p)
+            ex.call(_band_buckets, nb, starts, False, *[m[3 + q] for m in mapped]) for q in range(p)
         ]
         links = (
             [
-                _returns(ex, _band_buckets, nb, starts, True, *[m[3 + p + q] for m in mapped])
+                ex.call(_band_buckets, nb, starts, True, *[m[3 + p + q] for m in mapped])
                 for q in range(p)
             ]
             if links_wanted
@@ -253,8 +252,7 @@ def near_dedup_on_cluster(ex: RayExecutor, step: Step, frame: pl.DataFrame) -> S
         )
     with ex.stage(step.name, "verify pairs (two signature exchanges)"):
         first = [
-            _returns(
-                ex,
+            ex.call(
                 _pairs_first_end,
                 1 + 2 * nb,
                 blocks[j].start,
@@ -264,13 +262,12 @@ def near_dedup_on_cluster(ex: RayExecutor, step: Step, frame: pl.DataFrame) -> S
                 mapped[j][1],
                 *[s[j] for s in same],
                 *[lk[j] for lk in links],
-            )  # fmt: skip
+            )
             for j in range(nb)
         ]
         candidates = np.array(ex.get([f[0] for f in first])).sum(axis=0)
         second = [
-            _returns(
-                ex,
+            ex.call(
                 _pairs_second_end,
                 3,
                 blocks[k].start,
@@ -281,7 +278,7 @@ def near_dedup_on_cluster(ex: RayExecutor, step: Step, frame: pl.DataFrame) -> S
                 mapped[k][1],
                 *[f[1 + k] for f in first],
                 *[f[1 + nb + k] for f in first],
-            )  # fmt: skip
+            )
             for k in range(nb)
         ]
         verified_edges = [s[0] for s in second]
@@ -289,7 +286,7 @@ def near_dedup_on_cluster(ex: RayExecutor, step: Step, frame: pl.DataFrame) -> S
         verified = np.array(ex.get([s[2] for s in second])).sum(axis=0)
     with ex.stage(step.name, "connected components (min-label propagation)"):
         labels = ex.connected_components(verified_edges, p)
-        flags = [_returns(ex, _endpoint_flags, p, e, p) for e in verified_edges]
+        flags = [ex.call(_endpoint_flags, p, e, p) for e in verified_edges]
         vertices = [
             ex.remote(_vertex_table).remote(labels[q], *[f[q] for f in flags]) for q in range(p)
         ]
@@ -299,18 +296,14 @@ def near_dedup_on_cluster(ex: RayExecutor, step: Step, frame: pl.DataFrame) -> S
         with ex.stage(step.name, "attach rows without an answer"):
             remaps, attached, ambiguous = _attach_answerless(ex, vertices, verified_links, p)
     with ex.stage(step.name, "representatives (shuffle on cluster label)"):
-        by_label = [_returns(ex, _route_vertices, p, vertices[q], p) for q in range(p)]
+        by_label = [ex.call(_route_vertices, p, vertices[q], p) for q in range(p)]
         finals = [
-            _returns(ex, _final_labels, p, remaps[t], p, *[b[t] for b in by_label])
-            for t in range(p)
+            ex.call(_final_labels, p, remaps[t], p, *[b[t] for b in by_label]) for t in range(p)
         ]
-        clusters = [
-            _returns(ex, _clusters, 1 + nb, starts, *[f[t] for f in finals]) for t in range(p)
-        ]
+        clusters = [ex.call(_clusters, 1 + nb, starts, *[f[t] for f in finals]) for t in range(p)]
     with ex.stage(step.name, "similarity to the representative"):
         sim_first = [
-            _returns(
-                ex,
+            ex.call(
                 _pairs_first_end,
                 1 + 2 * nb,
                 blocks[j].start,
@@ -320,12 +313,11 @@ def near_dedup_on_cluster(ex: RayExecutor, step: Step, frame: pl.DataFrame) -> S
                 mapped[j][1],
                 *[c[1 + j] for c in clusters],
                 *[_empty_pairs_ref(ex)] * len(clusters),
-            )  # fmt: skip
+            )
             for j in range(nb)
         ]
         sim = [
-            _returns(
-                ex,
+            ex.call(
                 _pairs_second_end,
                 3,
                 blocks[k].start,
@@ -336,7 +328,7 @@ def near_dedup_on_cluster(ex: RayExecutor, step: Step, frame: pl.DataFrame) -> S
                 mapped[k][1],
                 *[f[1 + k] for f in sim_first],
                 *[f[1 + nb + k] for f in sim_first],
-            )  # fmt: skip
+            )
             for k in range(nb)
         ]
         members = concat_columns(ex.get([c[0] for c in clusters]))
@@ -550,7 +542,7 @@ def _attach_answerless(
 ) -> tuple[list[Any], int, int]:
     """`near_dedup`'s attachment: an answerless cluster linked (by verified link pairs) to
     exactly one answered cluster joins it. Returns the remap per label partition."""
-    answered = [_returns(ex, _label_answers, p, v, p) for v in vertices]
+    answered = [ex.call(_label_answers, p, v, p) for v in vertices]
     comp_answered = [ex.remote(_any_answer).remote(*[a[t] for a in answered]) for t in range(p)]
     with_a = ex.lookup(links, "a", vertices, "vertex", {"label_a": ("label", -1)})
     with_b = ex.lookup(with_a, "b", vertices, "vertex", {"label_b": ("label", -1)})
@@ -588,9 +580,8 @@ def _single_targets(cols: Columns) -> Columns:
     """Per answerless cluster (all of its links are in this partition), its answered target
     when it links to exactly one: the remap, with whether each end is a row in no verified
     pair (it then joins the cluster as a vertex of its own) and that row's reference flag."""
-    links = pl.DataFrame({k: cols[k] for k in (
-        "label_a", "label_b", "in_graph_a", "in_graph_b", "has_ref_a", "has_ref_b"
-    )}).filter(~pl.Series(cols["answered"]))  # fmt: skip
+    names = ("label_a", "label_b", "in_graph_a", "in_graph_b", "has_ref_a", "has_ref_b")
+    links = pl.DataFrame({k: cols[k] for k in names}).filter(~pl.Series(cols["answered"]))
     if links.height == 0:
         return _no_remap()
     targets = links.group_by("label_a").agg(pl.col("label_b").n_unique().alias("targets"))
@@ -677,10 +668,7 @@ def decontaminate_on_cluster(ex: RayExecutor, step: Step, frame: pl.DataFrame) -
             index_ref = ex.shared(("index", id(benchmarks)), lambda: benchmarks)
         else:
             key = ("index", tuple(b.content_hash for b in benchmarks), n)
-            index = ex._cache.get(("index-object", key))
-            if index is None:
-                index = BenchmarkIndex.build(benchmarks, n)
-                ex._cache[("index-object", key)] = index
+            index = ex.memo(key, lambda: BenchmarkIndex.build(benchmarks, n))
             index_ref = ex.shared(key, lambda: index)
     # The operator checks the input and the parameters, and gives the stats' fixed part.
     probe = decontaminate(frame.head(0), **{**step.params, "benchmarks": index}).stats
@@ -700,8 +688,7 @@ def decontaminate_on_cluster(ex: RayExecutor, step: Step, frame: pl.DataFrame) -
     with ex.stage(step.name, "scan"):
         blocks = ex.put_blocks(frame, [text_column])
         scanned = [
-            _returns(
-                ex,
+            ex.call(
                 _decontam_scan,
                 1 + p,
                 [index_ref],
@@ -711,18 +698,19 @@ def decontaminate_on_cluster(ex: RayExecutor, step: Step, frame: pl.DataFrame) -
                 rule,
                 p,
                 params["chunk_rows"],
-            )  # fmt: skip
+            )
             for b in blocks
         ]
     if rule.ignore_stock:
         with ex.stage(step.name, "stock n-grams (shuffle on the n-gram)"):
             stock_parts = ex.get(
                 [
-                    ex.remote(_decontam_stock).remote([index_ref], rule, stock,
-                                                      *[s[1 + q] for s in scanned])
+                    ex.call(
+                        _decontam_stock, 1, [index_ref], rule, stock, *[s[1 + q] for s in scanned]
+                    )[0]
                     for q in range(p)
                 ]
-            )  # fmt: skip
+            )
             stock_ids = ex.put(pl.Series("gram", sorted_unique(np.concatenate(stock_parts))))
         with ex.stage(step.name, "measure"):
             measured_parts = ex.get(
@@ -874,12 +862,6 @@ def _with_defaults(run: Callable[..., Any], params: dict[str, Any]) -> dict[str,
         if p.default is not inspect.Parameter.empty
     }
     return {**defaults, **params}
-
-
-def _returns(ex: RayExecutor, fn: Callable[..., Any], count: int, *args: Any) -> list[Any]:
-    """Call `fn` remotely with `count` return values; always a list of refs."""
-    out = ex.remote(fn, num_returns=count).remote(*args)
-    return out if count > 1 else [out]
 
 
 def _as_returns(parts: Sequence[Any]) -> Any:

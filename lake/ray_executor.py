@@ -280,6 +280,13 @@ class RayExecutor:
             self._cache[key] = ray.remote(fn).options(**options) if options else ray.remote(fn)
         return self._cache[key]
 
+    def call(self, fn: Callable[..., Any], returns: int, *args: Any) -> list[Any]:
+        """Run `fn(*args)` as a task with `returns` return values; always a list of refs
+        (ref arguments are resolved before `fn` runs)."""
+        if returns == 1:
+            return [self.remote(fn).remote(*args)]
+        return list(self.remote(fn, num_returns=returns).remote(*args))
+
     def put(self, value: Any) -> Any:
         import ray
 
@@ -290,12 +297,16 @@ class RayExecutor:
 
         return ray.get(refs)
 
+    def memo(self, key: Any, build: Callable[[], Any]) -> Any:
+        """A value built once per key on the driver, for as long as the executor runs."""
+        if ("memo", key) not in self._cache:
+            self._cache[("memo", key)] = build()
+        return self._cache[("memo", key)]
+
     def shared(self, key: Any, build: Callable[[], Any]) -> Any:
         """An object built once per key on the driver and kept in the object store (e.g. a
         benchmark n-gram index every scan task reads)."""
-        if ("shared", key) not in self._cache:
-            self._cache[("shared", key)] = self.put(build())
-        return self._cache[("shared", key)]
+        return self.memo(("shared", key), lambda: self.put(build()))
 
     def put_blocks(self, frame: pl.DataFrame, columns: Sequence[str] | None = None) -> list[Block]:
         """The frame (or some of its columns) in blocks of `block_rows` rows, as Arrow tables
@@ -336,26 +347,18 @@ class RayExecutor:
         import ray
 
         p = max(1, partitions)
-        routed = [
-            self.remote(_route_edges, num_returns=p).remote(part, p)
-            if p > 1
-            else [self.remote(_route_edges).remote(part, p)]
-            for part in edges
-        ]
-        routed = [r if isinstance(r, list) else [r] for r in routed]
+        routed = [self.call(_route_edges, p, part, p) for part in edges]
         states = []
         messages: list[list[Any]] = []
         for q in range(p):
-            out = self.remote(_init_labels, num_returns=2 + p).remote(p, *[r[q] for r in routed])
+            out = self.call(_init_labels, 2 + p, p, *[r[q] for r in routed])
             states.append(out[0])
             messages.append(out[2:])
         rounds = 0
         while True:
             rounds += 1
             results = [
-                self.remote(_propagate_labels, num_returns=2 + p).remote(
-                    states[q], p, *[messages[src][q] for src in range(p)]
-                )
+                self.call(_propagate_labels, 2 + p, states[q], p, *[m[q] for m in messages])
                 for q in range(p)
             ]
             changed = sum(ray.get([r[1] for r in results]))
@@ -381,13 +384,7 @@ class RayExecutor:
         one ref per table partition of the queries routed there, with the new columns.
         """
         p = len(table)
-        routed = [
-            self.remote(_route_by_modulo, num_returns=p).remote(q, key, p)
-            if p > 1
-            else [self.remote(_route_by_modulo).remote(q, key, p)]
-            for q in queries
-        ]
-        routed = [r if isinstance(r, list) else [r] for r in routed]
+        routed = [self.call(_route_by_modulo, p, q, key, p) for q in queries]
         return [
             self.remote(_lookup_partition).remote(
                 table[t], key, table_key, dict(values), *[r[t] for r in routed]
@@ -589,20 +586,21 @@ def _lookup_partition(
     found = concat_columns(queries)
     if not found:
         return found
-    keys = table[table_key]
-    at = np.searchsorted(keys, found[key])
-    at_clipped = np.minimum(at, max(keys.size - 1, 0))
-    hit = (
-        (at < keys.size) & (keys[at_clipped] == found[key])
-        if keys.size
-        else np.zeros(found[key].size, dtype=np.bool_)
-    )
+    at, hit = sorted_positions(table[table_key], found[key])
     for name, (column, default) in values.items():
         source = table[column]
         out = np.full(found[key].size, default, dtype=source.dtype)
-        out[hit] = source[at_clipped[hit]]
+        out[hit] = source[at[hit]]
         found[name] = out
     return found
+
+
+def sorted_positions(keys: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each wanted value, its index in the sorted `keys` and whether it is there."""
+    if keys.size == 0:
+        return np.zeros(wanted.size, dtype=np.int64), np.zeros(wanted.size, dtype=np.bool_)
+    at = np.minimum(np.searchsorted(keys, wanted), keys.size - 1)
+    return at, keys[at] == wanted
 
 
 def _expand(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
@@ -632,14 +630,9 @@ def merge_stats(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Blocks' stats as one: numbers add up, dicts merge key by key, equal values stay, and
     values that differ between blocks become the list of them."""
     merged: dict[str, Any] = {}
-    keys: list[str] = []
-    for part in parts:
-        keys += [k for k in part if k not in keys]
-    for key in keys:
+    for key in dict.fromkeys(k for part in parts for k in part):  # first-seen order
         values = [p[key] for p in parts if key in p]
-        if all(isinstance(v, bool) for v in values) or not values:
-            merged[key] = values[0] if len(set(values)) == 1 else values
-        elif all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+        if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
             merged[key] = sum(values)
         elif all(isinstance(v, Mapping) for v in values):
             merged[key] = merge_stats(values)
