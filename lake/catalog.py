@@ -49,6 +49,7 @@ scratch on top of the first (N+2). Readers see the last committed snapshot and n
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
@@ -847,11 +848,17 @@ class Lake:
                     )
                     _test_pause("in_transaction")
                     con.execute("COMMIT")
-                    # DuckLake's in-connection catalog cache can lose older snapshots after a
-                    # CREATE OR REPLACE (time travel then fails): read with a fresh connection.
+                    (snapshot,) = con.execute(
+                        f"SELECT max(snapshot_id) FROM {ALIAS}.snapshots() "
+                        "WHERE commit_extra_info = ?",
+                        [json.dumps(extra)],
+                    ).fetchone()
+                    # DuckLake's in-connection catalog cache can lose older snapshots after
+                    # this connection created or replaced tables (time travel then fails):
+                    # the next read uses a fresh connection.
                     self.close()
                     self._snapshots.clear()
-                    return [self.resolve(i.ref) for i in infos]
+                    return [dataclasses.replace(i, snapshot_id=snapshot) for i in infos]
                 except BaseException as exc:
                     with contextlib.suppress(duckdb.Error):
                         con.execute("ROLLBACK")
