@@ -96,8 +96,6 @@ _TRANSIENT = (
     "busy",
     "Failed to commit",
     "does not have any",
-    "duplicate key value",  # PostgreSQL: another writer took the snapshot id first
-    "could not serialize access",
     # another writer changed a schema between this connection's catalog read and its query
     "Failed to read inlined data",
 )
