@@ -6,7 +6,8 @@ the step starts from, and gets back the same `StepResult` the local executor wou
 the same output version, drops and content hash. How a step runs:
 
 - a step with a cluster plan (`plans`, keyed by the operator function: near and exact dedup,
-  decontamination, the sampling steps; `cli.executors.CLUSTER_PLANS`) runs that plan;
+  decontamination, the sampling steps; `curation.cluster_plans.CLUSTER_PLANS`, each plan
+  next to its operator in a `curation/*/on_cluster.py`) runs that plan;
 - a row-local step (`scope="rows"`) runs as a batch map: the rows go to the object store in
   blocks of `block_rows`, one task per block runs the operator, and the blocks' kept and
   dropped rows are concatenated in block order (the local order);
@@ -14,12 +15,16 @@ the same output version, drops and content hash. How a step runs:
   table step without a plan runs on the driver, as the local executor would run it.
 
 Plans are built from the pieces here: blocks of rows in the object store (`put_blocks`),
-remote calls of plain functions (`remote`), columns exchanged between tasks as dicts of NumPy
-arrays cut by a partitioning (`split_columns`, `concat_columns`), connected components by
-iterative min-label propagation (`connected_components`) and value lookups by key
-(`lookup`). Shuffles are Ray tasks that pass Arrow/NumPy partitions through the object store:
-on the 2-core development machine Ray Data's hash shuffle (`groupby`, `join`) took 8-11 s per
-1M rows (it starts aggregator actors per shuffle), a task exchange of the same rows 0.1-0.2 s.
+remote calls of plain functions (`remote`, `call`), columns exchanged between tasks as dicts
+of NumPy arrays cut by a partitioning (`split_columns`, `split_by_block`, `concat_columns`,
+`as_returns`), objects built once and read by every task (`shared`, `worker_object`),
+connected components by iterative min-label propagation (`connected_components`) and value
+lookups by key (`lookup`). This module imports no operator (the lake floor does not import
+curation); Ray itself is imported only when a cluster is used.
+
+Shuffles are Ray tasks that pass Arrow/NumPy partitions through the object store: on the
+2-core development machine Ray Data's hash shuffle (`groupby`, `join`) took 8-11 s per 1M
+rows (it starts aggregator actors per shuffle), a task exchange of the same rows 0.1-0.2 s.
 Generation uses Ray Data's actor pool (`map_batches` over a callable class with
 `concurrency`): one engine per worker, loaded once, completions streamed back to the driver as
 they finish (`generation_backend`).
@@ -528,17 +533,58 @@ def concat_columns(parts: Sequence[Columns]) -> Columns:
     return {name: np.concatenate([p[name] for p in parts]) for name in parts[0]}
 
 
+def split_by_block(columns: Columns, rows: np.ndarray, starts: np.ndarray) -> list[Columns]:
+    """Cut columns by the block that holds each of `rows` (`starts`: every block's first row,
+    then the row count), e.g. to send pairs to the block where a row's signature lives."""
+    which = np.searchsorted(starts, rows, side="right") - 1
+    return split_columns(columns, which, starts.size - 1)
+
+
+def as_returns(parts: Sequence[Any]) -> Any:
+    """Pieces as a task's return value: a tuple for `num_returns=len(parts)` > 1, else the
+    one piece (Ray wants a plain value for a single return)."""
+    return tuple(parts) if len(parts) > 1 else parts[0]
+
+
+_WORKER_OBJECTS: dict[str, Any] = {}
+
+
+def worker_object(holder: list[Any]) -> Any:
+    """An object shared through the object store (`RayExecutor.shared`), fetched once per
+    worker process. The ref travels inside a list so that Ray passes the ref itself, not
+    its value, and the worker keeps the value for later tasks."""
+    import ray
+
+    ref = holder[0]
+    key = ref.hex()
+    if key not in _WORKER_OBJECTS:
+        _WORKER_OBJECTS.clear()  # one shared object at a time is enough
+        _WORKER_OBJECTS[key] = ray.get(ref)
+    return _WORKER_OBJECTS[key]
+
+
+def operator_params(run: Callable[..., Any], params: Mapping[str, Any]) -> dict[str, Any]:
+    """An operator's keyword defaults with a step's parameters over them (what the operator
+    would see), for plans that need a parameter the step left at its default."""
+    import inspect
+
+    defaults = {
+        name: p.default
+        for name, p in inspect.signature(run).parameters.items()
+        if p.default is not inspect.Parameter.empty
+    }
+    return {**defaults, **params}
+
+
 def _route_by_modulo(columns: Columns, key: str, count: int) -> Any:
-    parts = split_columns(columns, (columns[key] % count).astype(np.int64), count)
-    return tuple(parts) if count > 1 else parts[0]
+    return as_returns(split_columns(columns, (columns[key] % count).astype(np.int64), count))
 
 
 def _route_edges(columns: Columns, count: int) -> Any:
     """Both directions of each edge, cut by the source vertex's partition."""
     src = np.concatenate([columns["a"], columns["b"]]).astype(np.int64)
     dst = np.concatenate([columns["b"], columns["a"]]).astype(np.int64)
-    parts = split_columns({"src": src, "dst": dst}, src % count, count)
-    return tuple(parts) if count > 1 else parts[0]
+    return as_returns(split_columns({"src": src, "dst": dst}, src % count, count))
 
 
 def _init_labels(count: int, *incoming: Columns) -> tuple:

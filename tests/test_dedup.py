@@ -328,6 +328,19 @@ def test_near_dedup_is_deterministic_and_conserves_rows(real_problems: pl.DataFr
     assert first.kept.height == real_problems.height
 
 
+@pytest.mark.parametrize("verify", ["estimate", "exact", "none"])
+def test_no_rows_in_no_rows_out(verify: str) -> None:
+    """A step after a filter that dropped everything gets 0 rows: empty kept and dropped
+    frames with the input's columns (and the drop columns), not an error."""
+    schema = {"id": pl.String, "problem": pl.String, "answer": pl.String}
+    empty = pl.DataFrame(schema=schema)
+    for result in (near_dedup(empty, verify=verify), exact_dedup(empty)):
+        assert result.kept.schema == pl.Schema(schema)
+        assert result.dropped.height == 0
+        assert {"reason", "cluster_id", "duplicate_of"} <= set(result.dropped.columns)
+        assert (result.stats["rows_in"], result.stats["dropped"]) == (0, 0)
+
+
 def test_exact_verification_and_word_shingles(real_problems: pl.DataFrame) -> None:
     rng = random.Random(5)
     edit = _perturbations(rng)["suffix"]

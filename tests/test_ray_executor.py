@@ -36,9 +36,11 @@ from test_ray_servers import (  # type: ignore[import-not-found]
 
 from builders import math_rl_v2
 from builders.runner import build_dataset
-from cli.executors import CLUSTER_PLANS, executor_from_options
+from cli.executors import executor_from_options
 from curation.benchmarks import load_benchmarks
+from curation.cluster_plans import CLUSTER_PLANS
 from curation.decontaminate import decontaminate
+from curation.decontaminate.scan import decontamination_scope
 from curation.dedup import exact_dedup, near_dedup
 from lake.catalog import Lake
 from lake.ray_executor import RayExecutor
@@ -201,7 +203,12 @@ def test_the_cli_builds_on_a_cluster_in_one_command(tmp_path: Path, cluster: Ray
 
 def _corpus_steps(benchmarks: list) -> list[Step]:
     return [
-        Step("decontaminate", decontaminate, {"benchmarks": benchmarks, "n": 9}, scope="rows"),
+        Step(
+            "decontaminate",
+            decontaminate,
+            {"benchmarks": benchmarks, "n": 9},
+            scope=decontamination_scope("boilerplate-aware"),
+        ),
         Step("exact_dedup", exact_dedup, {"id_column": "uid"}, partition="normalized_text"),
         Step("near_dedup", near_dedup, {"id_column": "uid"}, partition="lsh_bands"),
     ]
@@ -317,7 +324,7 @@ TOTAL = PROMPTS * K * 2  # both modes
 GENERATE = textwrap.dedent(
     """
     import json, sys
-    from cli.executors import generation_backend_factory
+    from curation.generate.on_cluster import generation_backend_factory
     from curation.generate import Sampling, Teacher, generate_to_lake
     from curation.generate.plan import prompts_from_records
     from curation.generate.run import report_json

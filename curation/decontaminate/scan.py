@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict
 from functools import partial
+from typing import Literal
 
 import numpy as np
 import polars as pl
@@ -26,8 +27,16 @@ from curation.decontaminate.rules import (
     rule_named,
     stock_grams,
 )
-from curation.decontaminate.tokens import tokenize
+from curation.decontaminate.tokens import Tokens, tokenize
 from lake import StepResult
+
+
+def decontamination_scope(rule: str | ContaminationRule) -> Literal["rows", "table"]:
+    """The step scope `decontaminate` needs with `rule`: `table` when the rule counts stock
+    n-grams over every input row (boilerplate-aware: a chunk of rows would see other
+    document frequencies), `rows` for a rule that decides each row alone (literal)."""
+    chosen = rule_named(rule) if isinstance(rule, str) else rule
+    return "table" if chosen.ignore_stock else "rows"
 
 
 def _chunks(length: int, size: int) -> list[tuple[int, int]]:
@@ -65,16 +74,8 @@ def scan_and_measure(
         def overlaps(bound: tuple[int, int]) -> tuple[pl.DataFrame, pl.DataFrame | None]:
             lo, hi = bound
             chunk = texts.slice(lo, hi - lo)
-            tokens = tokenize(chunk)
-            ready = built.result()
-            found = find_overlaps(chunk, ready, tokens)
-            if not rule.ignore_stock:
-                return measure_rows(found.with_columns(pl.col("row") + lo), ready, rule), None
-            rows = found["row"].unique().to_numpy()
-            row_keys = np.zeros(hi - lo, dtype=np.uint64)
-            row_keys[rows] = chunk.gather(rows).fill_null("").hash().to_numpy()
-            documents = document_grams(found, ready, rule, row_keys)
-            return found.with_columns(pl.col("row") + lo), documents
+            tokens = tokenize(chunk)  # needs no index: runs while the index is built
+            return scan_chunk(chunk, built.result(), rule, offset=lo, tokens=tokens)
 
         scanned = list(pool.map(overlaps, bounds))
         ready = built.result()
@@ -87,6 +88,28 @@ def scan_and_measure(
             [found for found, _ in scanned],
         )
         return pl.concat(list(parts)), ready
+
+
+def scan_chunk(
+    texts: pl.Series,
+    index: BenchmarkIndex,
+    rule: ContaminationRule,
+    *,
+    offset: int = 0,
+    tokens: Tokens | None = None,
+) -> tuple[pl.DataFrame, pl.DataFrame | None]:
+    """One chunk of rows, numbered from `offset`: with a rule that decides each row alone,
+    its measurements (`measure_rows`) and None; with stock n-grams, its overlaps and its
+    (n-gram, text key) pairs (`document_grams`), whose union over every chunk gives the
+    document frequencies that `stock_grams` needs before the overlaps can be measured."""
+    found = find_overlaps(texts, index, tokens if tokens is not None else tokenize(texts))
+    if not rule.ignore_stock:
+        return measure_rows(found.with_columns(pl.col("row") + offset), index, rule), None
+    rows = found["row"].unique().to_numpy()
+    row_keys = np.zeros(texts.len(), dtype=np.uint64)
+    row_keys[rows] = texts.gather(rows).fill_null("").hash().to_numpy()
+    documents = document_grams(found, index, rule, row_keys)
+    return found.with_columns(pl.col("row") + offset), documents
 
 
 def decontaminate(
@@ -135,6 +158,20 @@ def decontaminate(
     measured, index = scan_and_measure(
         texts, index, rule, stock, workers=workers, chunk_rows=chunk_rows
     )
+    return decontamination_result(df, measured, rule, index, stock)
+
+
+def decontamination_result(
+    df: pl.DataFrame,
+    measured: pl.DataFrame,
+    rule: ContaminationRule,
+    index: BenchmarkIndex,
+    stock: StockNgrams | None = None,
+) -> StepResult:
+    """`decontaminate`'s result from the measurements of `df`'s rows (`scan_and_measure`'s
+    frame: one row per overlapping input row, ascending `row`): every row with the measure
+    columns, the contaminated ones dropped with their benchmark item and n-gram. A cluster
+    executor that measures blocks elsewhere assembles its result here too."""
     # scatter the per-row measurements back (cheaper than a join that copies every column)
     rows = measured["row"].to_numpy()
     hits = np.zeros(df.height, dtype=np.int64)
@@ -188,7 +225,7 @@ def decontaminate(
         "dropped_by_benchmark": dict(
             dropped.group_by("benchmark").len().sort("benchmark").iter_rows()
         ),
-        "n": n,
+        "n": index.n,
         "rule": asdict(rule),
         "benchmarks": [b.manifest_entry() for b in index.benchmarks],
         "stock_ngrams": len(stock) if stock is not None else 0,

@@ -4,7 +4,8 @@ and number-aware keep-apart rules that keep template siblings apart."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -25,7 +26,7 @@ from lake import StepResult
 
 Verify = Literal["estimate", "exact", "none"]
 KEEP_APART_CHOICES = ("answer", "numbers")
-_MASK32 = np.uint64(0xFFFFFFFF)
+MASK32 = np.uint64(0xFFFFFFFF)
 
 
 def _key_hash(series: pl.Series) -> np.ndarray:
@@ -65,8 +66,76 @@ def reference_keys(df: pl.DataFrame, reference_columns: Sequence[str]) -> np.nda
     return keys
 
 
-def _star_edges(keys: np.ndarray, order_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Edges from every row to the first row (in `order_rows` order) sharing its key."""
+@dataclass(frozen=True)
+class RowSketch:
+    """What near dedup computes for each row before banding (`sketch_rows`)."""
+
+    norm: pl.Series  # the normalized text (`shingle_text`)
+    sig: np.ndarray  # MinHash signatures, (rows, num_perm) uint16
+    side: np.ndarray  # uint64 hash of the problem's numbers (0 without keep_apart "numbers")
+    answer_hash: np.ndarray  # uint64 hash of the reference (0: none, or no keep_apart "answer")
+
+    @property
+    def no_answer(self) -> np.ndarray:
+        return self.answer_hash == 0
+
+
+def sketch_rows(
+    df: pl.DataFrame,
+    *,
+    text_column: str,
+    num_perm: int,
+    ngram: int,
+    shingle: Literal["char", "word"],
+    scheme: Scheme,
+    seed: int,
+    keep_apart: Sequence[str],
+    reference_columns: Sequence[str],
+    workers: int = 1,
+) -> RowSketch:
+    """Signatures and keep-apart hashes of `df`'s rows; each row's depend on that row alone,
+    so a cluster executor computes them block by block."""
+    texts = df.get_column(text_column)
+    norm = shingle_text(texts)
+    sig = minhash_signatures(
+        norm,
+        normalized=True,
+        num_perm=num_perm,
+        ngram=ngram,
+        shingle=shingle,
+        scheme=scheme,
+        seed=seed,
+        workers=workers,
+        bits=16,
+    )
+    side = np.zeros(df.height, dtype=np.uint64)
+    if "numbers" in keep_apart:
+        side ^= problem_number_hashes(texts, norm)
+    answer_hash = np.zeros(df.height, dtype=np.uint64)
+    if "answer" in keep_apart:
+        answer_hash = reference_keys(df, reference_columns)
+    return RowSketch(norm=norm, sig=sig, side=side, answer_hash=answer_hash)
+
+
+def band_keys(sig: np.ndarray, bands: int, rows: int, side: np.ndarray) -> Iterator[np.ndarray]:
+    """Each band's LSH key per row, band by band: the band's `rows` signature values mixed
+    (SplitMix64) into a seed that names the band, xor `side` (the row's numbers hash). Rows
+    with equal keys in some band are candidate pairs. Mix the answer hash in as well
+    (`key ^ mix64(answer_hash)`) for keys that keep different answers apart."""
+    n = sig.shape[0]
+    for band in range(bands):
+        block = sig[:, band * rows : (band + 1) * rows].astype(np.uint64)
+        h = np.full(n, np.uint64((band + 1) * 0x9E3779B97F4A7C15 % (1 << 64)), dtype=np.uint64)
+        for j in range(rows):
+            h = mix64(h ^ block[:, j])
+        yield h ^ side
+
+
+def star_edges(keys: np.ndarray, order_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Edges from every row to the first row (in `order_rows` order) sharing its key: a
+    bucket of m rows gives m - 1 edges, not m(m-1)/2, and the same components."""
+    if order_rows.size == 0:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
     perm = order_rows[np.argsort(keys[order_rows], kind="stable")]
     sk = keys[perm]
     starts = np.r_[True, sk[1:] != sk[:-1]]
@@ -83,12 +152,12 @@ def _agreement(sig: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
-def _pack_ordered(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def pack_ordered(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Ordered pairs of indices below 2**32 as uint64 (a << 32 | b)."""
     return (a.astype(np.uint64) << np.uint64(32)) | b.astype(np.uint64)
 
 
-def _pack_pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def pack_pairs(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Unordered pairs as sorted unique uint64 (low index << 32 | high index)."""
     lo, hi = np.minimum(a, b).astype(np.uint64), np.maximum(a, b).astype(np.uint64)
     return sorted_unique((lo << np.uint64(32)) | hi)
@@ -156,50 +225,39 @@ def near_dedup(
     if bands * rows > num_perm:
         raise ValueError(f"bands*rows = {bands * rows} exceeds num_perm = {num_perm}")
     n = df.height
-    texts = df.get_column(text_column)
-    norm = shingle_text(texts)
-    sig = minhash_signatures(
-        norm,
-        normalized=True,
+    sketch = sketch_rows(
+        df,
+        text_column=text_column,
         num_perm=num_perm,
         ngram=ngram,
         shingle=shingle,
         scheme=scheme,
         seed=seed,
+        keep_apart=keep_apart,
+        reference_columns=reference_columns,
         workers=workers,
-        bits=16,
     )
+    norm, sig, no_answer = sketch.norm, sketch.sig, sketch.no_answer
     use_answer = "answer" in keep_apart
-    side = np.zeros(n, dtype=np.uint64)
-    if "numbers" in keep_apart:
-        side ^= problem_number_hashes(texts, norm)
-    answer_hash = np.zeros(n, dtype=np.uint64)
-    if use_answer:
-        answer_hash = reference_keys(df, reference_columns)
-    no_answer = answer_hash == 0
 
     all_rows = np.arange(n, dtype=np.int64)
     answered_first = np.argsort(no_answer, kind="stable").astype(np.int64)
+    answer_mix = mix64(sketch.answer_hash.copy())
     same: list[np.ndarray] = []  # packed unique pairs, merged band by band to bound memory
     link_a: list[np.ndarray] = []
     link_b: list[np.ndarray] = []
-    for band in range(bands):
-        block = sig[:, band * rows : (band + 1) * rows].astype(np.uint64)
-        h = np.full(n, np.uint64((band + 1) * 0x9E3779B97F4A7C15 % (1 << 64)), dtype=np.uint64)
-        for j in range(rows):
-            h = mix64(h ^ block[:, j])
-        h ^= side
-        a, b = _star_edges(h ^ mix64(answer_hash.copy()), all_rows)
-        packed = _pack_pairs(a, b)
+    for h in band_keys(sig, bands, rows, sketch.side):
+        a, b = star_edges(h ^ answer_mix, all_rows)
+        packed = pack_pairs(a, b)
         same = [sorted_union(same[0], packed)] if same else [packed]
         if use_answer and no_answer.any() and (~no_answer).any():
-            a, b = _star_edges(h, answered_first)  # a row without answer -> answered row
+            a, b = star_edges(h, answered_first)  # a row without answer -> answered row
             cross = no_answer[a] & ~no_answer[b]
             link_a.append(a[cross])
             link_b.append(b[cross])
 
     def verified(packed: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-        a, b = (packed >> np.uint64(32)).astype(np.int64), (packed & _MASK32).astype(np.int64)
+        a, b = (packed >> np.uint64(32)).astype(np.int64), (packed & MASK32).astype(np.int64)
         found = len(a)
         if verify == "estimate":
             ok = _agreement(sig, a, b) >= threshold
@@ -222,7 +280,7 @@ def near_dedup(
     ea, eb, candidates = verified(same[0] if same else np.zeros(0, np.uint64))
     labels = _components(n, ea, eb)
     attached = ambiguous = 0
-    links = _pack_pairs(np.concatenate(link_a), np.concatenate(link_b)) if link_a else None
+    links = pack_pairs(np.concatenate(link_a), np.concatenate(link_b)) if link_a else None
     la, lb, link_candidates = verified(
         links if links is not None else np.zeros(0, np.uint64)  # already sorted and unique
     )
@@ -230,8 +288,8 @@ def near_dedup(
         la, lb = np.where(no_answer[la], la, lb), np.where(no_answer[la], lb, la)  # null first
         comp_has_answer = np.zeros(n, dtype=bool)
         np.logical_or.at(comp_has_answer, labels, ~no_answer)
-        packed = sorted_unique(_pack_ordered(labels[la], labels[lb]))
-        pairs = np.stack([packed >> np.uint64(32), packed & _MASK32], axis=1).astype(np.int64)
+        packed = sorted_unique(pack_ordered(labels[la], labels[lb]))
+        pairs = np.stack([packed >> np.uint64(32), packed & MASK32], axis=1).astype(np.int64)
         pairs = pairs[~comp_has_answer[pairs[:, 0]]]
         null_comp, counts = np.unique(pairs[:, 0], return_counts=True)
         single = null_comp[counts == 1]
