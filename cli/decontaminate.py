@@ -8,6 +8,7 @@ import typer
 
 from cli.app import app
 from cli.console import CascadeError, console, open_lake, plain
+from cli.executors import executor_session
 from cli.files import is_file_target, read_lake_table, read_rows, write_rows
 from curation.benchmarks import load_benchmarks
 from curation.decontaminate import (
@@ -17,6 +18,7 @@ from curation.decontaminate import (
     decontaminate,
     rule_named,
 )
+from curation.decontaminate.scan import decontamination_scope
 from lake.steps import Step, StepResult, run_steps
 
 
@@ -56,6 +58,15 @@ def decontaminate_command(
     ),
     text_field: str = typer.Option("problem", "--text-field"),
     workers: int = typer.Option(None, "--workers", help="Threads (default: CPU count, max 4)."),
+    executor: str = typer.Option(
+        "local", "--executor", help="local (this process) or ray (a Ray cluster)."
+    ),
+    ray_address: str = typer.Option(
+        None,
+        "--ray-address",
+        envvar="RAY_ADDRESS",
+        help="With --executor ray: the head's host:port (default: start Ray in this process).",
+    ),
 ) -> None:
     """Drop rows overlapping benchmark items; dropped rows say which item and n-gram."""
     if (input_ is None) == (table is None):
@@ -91,28 +102,31 @@ def decontaminate_command(
         "stock": stock,
         "workers": workers,
     }
+    step = Step("decontaminate", decontaminate, options, scope=decontamination_scope(chosen))
     try:
-        if table is not None and not is_file_target(out):
-            run = run_steps(
-                open_lake(write=True),
-                table,
-                [Step("decontaminate", decontaminate, options, scope="rows")],
-                out=out,
-                producer="cascade decontaminate",
-                params={"n": n, "rule": chosen.name, "benchmarks": [b.name for b in loaded]},
-            )
-            entry = run.funnel[-1]
-            kept_rows, dropped_rows = entry.rows_out, entry.rows_in - entry.rows_out
-            by_benchmark = entry.stats.get("dropped_by_benchmark", {})
-            where = run.output.ref
-        else:
-            result: StepResult = decontaminate(df, **options)
-            write_rows(result.kept, Path(out), json_columns)
-            if dropped_path:
-                write_rows(result.dropped, Path(dropped_path), json_columns)
-            kept_rows, dropped_rows = result.kept.height, result.dropped.height
-            by_benchmark = result.stats["dropped_by_benchmark"]
-            where = out
+        with executor_session(executor, ray_address) as runner:
+            if table is not None and not is_file_target(out):
+                run = run_steps(
+                    open_lake(write=True),
+                    table,
+                    [step],
+                    out=out,
+                    producer="cascade decontaminate",
+                    params={"n": n, "rule": chosen.name, "benchmarks": [b.name for b in loaded]},
+                    executor=runner,
+                )
+                entry = run.funnel[-1]
+                kept_rows, dropped_rows = entry.rows_out, entry.rows_in - entry.rows_out
+                by_benchmark = entry.stats.get("dropped_by_benchmark", {})
+                where = run.output.ref
+            else:
+                result: StepResult = runner.run(step, df)
+                write_rows(result.kept, Path(out), json_columns)
+                if dropped_path:
+                    write_rows(result.dropped, Path(dropped_path), json_columns)
+                kept_rows, dropped_rows = result.kept.height, result.dropped.height
+                by_benchmark = result.stats["dropped_by_benchmark"]
+                where = out
     except ValueError as exc:
         raise CascadeError(f"{source}: {exc}") from None
     counts = ", ".join(f"{k} {v:,}" for k, v in by_benchmark.items())

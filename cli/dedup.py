@@ -9,6 +9,7 @@ import typer
 
 from cli.app import app
 from cli.console import CascadeError, console, open_lake, plain
+from cli.executors import executor_session
 from cli.files import is_file_target, read_lake_table, read_rows, write_rows
 from curation.dedup import KEEP_APART_CHOICES, exact_dedup, near_dedup
 from lake.steps import Step, key_column, run_steps
@@ -45,6 +46,15 @@ def dedup_command(
     text_field: str = typer.Option("problem", "--text-field"),
     id_field: str = typer.Option("id", "--id-field"),
     no_near: bool = typer.Option(False, "--exact-only", help="Skip near-duplicate removal."),
+    executor: str = typer.Option(
+        "local", "--executor", help="local (this process) or ray (a Ray cluster)."
+    ),
+    ray_address: str = typer.Option(
+        None,
+        "--ray-address",
+        envvar="RAY_ADDRESS",
+        help="With --executor ray: the head's host:port (default: start Ray in this process).",
+    ),
 ) -> None:
     """Drop exact then near duplicates; dropped rows carry cluster_id and duplicate_of."""
     if (input_ is None) == (table is None):
@@ -88,38 +98,40 @@ def dedup_command(
     if not no_near:
         steps.append(Step("near_dedup", near_dedup, near, partition="lsh_bands"))
     try:
-        if table is not None and not is_file_target(out):
-            run = run_steps(
-                open_lake(write=True),
-                table,
-                steps,
-                out=out,
-                producer="cascade dedup",
-                params={k: v for k, v in near.items() if k != "keep_apart"}
-                | {"keep_apart": list(apart), "exact_only": no_near},
-            )
-            kept_rows = run.output.rows
-            counts = ", ".join(f"{f.step} {f.rows_in - f.rows_out:,}" for f in run.funnel)
-            where = run.output.ref
-        else:
-            frame, dropped = df, []
-            counted = []
-            for step in steps:
-                result = step.run(frame, **step.params)
-                dropped.append(result.dropped)
-                counted.append(f"{step.name} {result.dropped.height:,}")
-                frame = result.kept
-            write_rows(frame, Path(out), json_columns)
-            if dropped_path:
-                frames = [d for d in dropped if d.height]
-                write_rows(
-                    pl.concat(frames, how="diagonal_relaxed")
-                    if frames
-                    else df.clear().with_columns(pl.lit(None, pl.String).alias("reason")),
-                    Path(dropped_path),
-                    json_columns,
+        with executor_session(executor, ray_address) as runner:
+            if table is not None and not is_file_target(out):
+                run = run_steps(
+                    open_lake(write=True),
+                    table,
+                    steps,
+                    out=out,
+                    producer="cascade dedup",
+                    params={k: v for k, v in near.items() if k != "keep_apart"}
+                    | {"keep_apart": list(apart), "exact_only": no_near},
+                    executor=runner,
                 )
-            kept_rows, counts, where = frame.height, ", ".join(counted), out
+                kept_rows = run.output.rows
+                counts = ", ".join(f"{f.step} {f.rows_in - f.rows_out:,}" for f in run.funnel)
+                where = run.output.ref
+            else:
+                frame, dropped = df, []
+                counted = []
+                for step in steps:
+                    result = runner.run(step, frame)
+                    dropped.append(result.dropped)
+                    counted.append(f"{step.name} {result.dropped.height:,}")
+                    frame = result.kept
+                write_rows(frame, Path(out), json_columns)
+                if dropped_path:
+                    frames = [d for d in dropped if d.height]
+                    write_rows(
+                        pl.concat(frames, how="diagonal_relaxed")
+                        if frames
+                        else df.clear().with_columns(pl.lit(None, pl.String).alias("reason")),
+                        Path(dropped_path),
+                        json_columns,
+                    )
+                kept_rows, counts, where = frame.height, ", ".join(counted), out
     except ValueError as exc:
         raise CascadeError(f"{source}: {exc}") from None
     console.print(

@@ -9,6 +9,7 @@ import typer
 
 from cli.app import app
 from cli.console import CascadeError, console, err_console, open_lake, plain, state
+from cli.executors import executor_session
 from curation.generate import (
     BACKENDS,
     BackendError,
@@ -17,6 +18,7 @@ from curation.generate import (
     generate_to_lake,
     prompts_from_records,
 )
+from curation.generate.on_cluster import generation_backend_factory
 from curation.generate.plan import MODE_SWITCHES, Messages
 from curation.generate.run import report_json
 from curation.ingest import IngestError, read_chunks
@@ -106,6 +108,15 @@ def generate_command(
     ),
     json_: bool = typer.Option(False, "--json", help="Print the report as one JSON line."),
     progress: bool = typer.Option(True, "--progress/--no-progress"),
+    executor: str = typer.Option(
+        "local", "--executor", help="local (this process) or ray (a Ray cluster)."
+    ),
+    ray_address: str = typer.Option(
+        None,
+        "--ray-address",
+        envvar="RAY_ADDRESS",
+        help="With --executor ray: the head's host:port (default: start Ray in this process).",
+    ),
 ) -> None:
     """Generate k teacher responses per prompt and mode; re-runs compute only what is missing."""
     if backend not in BACKENDS:
@@ -144,23 +155,25 @@ def generate_command(
         )
         if limit is not None:
             prompts = prompts[:limit]
-        report = generate_to_lake(
-            lake,
-            prompts,
-            output=out,
-            teacher=teacher,
-            backend=backend,
-            backend_options=options,
-            modes=MODE_CHOICES[mode],
-            k=k,
-            sampling=sampling,
-            seed=seed,
-            chunk_size=chunk_size,
-            flush_seconds=flush_seconds,
-            parents=parents,
-            console=err_console,
-            show_progress=progress and not state.quiet,
-        )
+        with executor_session(executor, ray_address) as runner:
+            report = generate_to_lake(
+                lake,
+                prompts,
+                output=out,
+                teacher=teacher,
+                backend=backend,
+                backend_options=options,
+                modes=MODE_CHOICES[mode],
+                k=k,
+                sampling=sampling,
+                seed=seed,
+                chunk_size=chunk_size,
+                flush_seconds=flush_seconds,
+                parents=parents,
+                console=err_console,
+                show_progress=progress and not state.quiet,
+                backend_factory=generation_backend_factory(runner, backend, options),
+            )
     except (BackendError, IngestError, LakeError, SchemaError) as exc:
         raise CascadeError(str(exc)) from None
     if json_:

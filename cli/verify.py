@@ -9,6 +9,7 @@ import typer
 
 from cli.app import app
 from cli.console import CascadeError, console, open_lake, plain
+from cli.executors import executor_session
 from cli.files import is_file_target, read_lake_table, read_rows, write_rows
 from curation.generate.references import join_references
 from curation.verify.table import KINDS, verify_frame, verify_step
@@ -57,6 +58,15 @@ def verify_command(
         "--reference-field",
         help="Default: answer (math), tests (code), instruction_id_list (if), patch (swe).",
     ),
+    executor: str = typer.Option(
+        "local", "--executor", help="local (this process) or ray (a Ray cluster)."
+    ),
+    ray_address: str = typer.Option(
+        None,
+        "--ray-address",
+        envvar="RAY_ADDRESS",
+        help="With --executor ray: the head's host:port (default: start Ray in this process).",
+    ),
 ) -> None:
     """Verify responses; keeps every input column and adds passed, score and detail."""
     if kind not in KINDS:
@@ -93,25 +103,28 @@ def verify_command(
             raise CascadeError(f"--prompts {prompts}: {exc}") from None
     step = Step("verify", verify_rows, options, scope="rows")
     try:
-        if table is not None and not is_file_target(out):
-            run = run_steps(
-                open_lake(write=True),
-                table,
-                [step],
-                out=out,
-                producer=f"cascade verify --kind {kind}",
-                params={k: v for k, v in options.items() if k != "prompts"} | {"prompts": prompts},
-            )
-            passed_column = pl.from_arrow(open_lake().read(run.output.ref, ["passed"]))
-            where = run.output.ref
-            dropped = run.funnel[-1].stats if keep == "passed" else {}
-        else:
-            verdicts = verify_rows(df, **options)  # type: ignore[arg-type]
-            write_rows(verdicts.kept, Path(out), json_columns)
-            passed_column = pl.concat(
-                [verdicts.kept.select("passed"), verdicts.dropped.select("passed")]
-            )
-            where, dropped = out, {}
+        with executor_session(executor, ray_address) as runner:
+            if table is not None and not is_file_target(out):
+                run = run_steps(
+                    open_lake(write=True),
+                    table,
+                    [step],
+                    out=out,
+                    producer=f"cascade verify --kind {kind}",
+                    params={k: v for k, v in options.items() if k != "prompts"}
+                    | {"prompts": prompts},
+                    executor=runner,
+                )
+                passed_column = pl.from_arrow(open_lake().read(run.output.ref, ["passed"]))
+                where = run.output.ref
+                dropped = run.funnel[-1].stats if keep == "passed" else {}
+            else:
+                verdicts = runner.run(step, df)
+                write_rows(verdicts.kept, Path(out), json_columns)
+                passed_column = pl.concat(
+                    [verdicts.kept.select("passed"), verdicts.dropped.select("passed")]
+                )
+                where, dropped = out, {}
     except ValueError as exc:
         raise CascadeError(f"{source}: {exc}") from None
     assert isinstance(passed_column, pl.DataFrame)
