@@ -27,6 +27,7 @@ from curation.code.problem_ids import benchmark_key_frame, decontaminate_by_prob
 from curation.code.release_cutoff import drop_after_cutoff
 from curation.code.syntax_dedup import dedup_by_syntax
 from curation.decontaminate import decontaminate
+from curation.decontaminate.scan import decontamination_scope
 from curation.dedup import exact_dedup, near_dedup
 from curation.generate.samples import Sampler, sample_responses
 from lake.steps import Step
@@ -129,7 +130,7 @@ def problem_cleaning(params: dict[str, Any], build: Build) -> list[Step]:
             "decontaminate",
             decontaminate,
             {"benchmarks": benchmarks, "n": params["ngram"], "rule": params["decontam_rule"]},
-            scope="rows",
+            scope=decontamination_scope(params["decontam_rule"]),
         ),
         Step(
             "decontaminate_urls",

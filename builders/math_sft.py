@@ -21,6 +21,7 @@ from typing import Any
 
 from builders.runner import Build
 from curation.decontaminate import decontaminate
+from curation.decontaminate.scan import decontamination_scope
 from curation.dedup import exact_dedup, near_dedup
 from curation.difficulty import response_filters
 from curation.generate.samples import Sampler, sample_responses
@@ -67,7 +68,7 @@ def prompt_cleaning(params: dict[str, Any], build: Build) -> list[Step]:
             "decontaminate",
             decontaminate,
             {"benchmarks": benchmarks, "n": params["ngram"], "rule": "literal"},
-            scope="rows",
+            scope=decontamination_scope("literal"),
         ),
         Step("exact_dedup", exact_dedup, {"id_column": "uid"}, partition="normalized_text"),
         Step(

@@ -27,6 +27,7 @@ from typing import Any
 
 from builders.runner import Build, BuildError
 from curation.decontaminate import decontaminate
+from curation.decontaminate.scan import decontamination_scope
 from curation.dedup import exact_dedup, near_dedup
 from curation.preferences import (
     HELPSTEER2_ATTRIBUTES,
@@ -77,7 +78,7 @@ def steps(params: dict[str, Any], build: Build) -> list[Step]:
                 "rule": params["decontam_rule"],
                 "text_column": "context_text",
             },
-            scope="rows",
+            scope=decontamination_scope(params["decontam_rule"]),
         ),
         Step(
             "exact_dedup",

@@ -26,6 +26,7 @@ from typing import Any
 
 from builders.runner import Build
 from curation.decontaminate import decontaminate
+from curation.decontaminate.scan import decontamination_scope
 from curation.dedup import exact_dedup, near_dedup
 from curation.difficulty import disjoint_from
 from curation.preferences import (
@@ -89,7 +90,7 @@ def steps(params: dict[str, Any], build: Build) -> list[Step]:
                 "rule": params["decontam_rule"],
                 "text_column": "context_text",
             },
-            scope="rows",
+            scope=decontamination_scope(params["decontam_rule"]),
         ),
         Step(
             "near_dedup",

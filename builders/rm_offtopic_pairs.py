@@ -26,6 +26,7 @@ from typing import Any
 
 from builders.runner import Build, BuildError
 from curation.decontaminate import decontaminate
+from curation.decontaminate.scan import decontamination_scope
 from curation.dedup import exact_dedup, near_dedup
 from curation.generate.samples import Sampler
 from curation.preferences import (
@@ -99,7 +100,7 @@ def steps(params: dict[str, Any], build: Build) -> list[Step]:
             "decontaminate",
             decontaminate,
             {"benchmarks": benchmarks, "n": params["ngram"], "rule": params["decontam_rule"]},
-            scope="rows",
+            scope=decontamination_scope(params["decontam_rule"]),
         ),
         Step("exact_dedup", exact_dedup, {"id_column": "uid"}, partition="normalized_text"),
         Step(
