@@ -33,7 +33,9 @@ def executor_from_options(name: str = "local", address: str | None = None) -> Ex
         try:
             import ray  # noqa: F401
         except ImportError:
-            raise CascadeError("--executor ray needs Ray: pip install 'ray[data]>=2.60'") from None
+            raise CascadeError(
+                "--executor ray needs Ray: pip install 'cascade-curation[cluster]'"
+            ) from None
         settings: dict[str, int] = {}
         for key, env in (
             ("block_rows", "CASCADE_RAY_BLOCK_ROWS"),
