@@ -13,6 +13,13 @@ from curation.dedup.normalize import shingle_text
 from lake import StepResult
 
 
+def group_keys(norm: pl.Series) -> np.ndarray:
+    """The key rows are grouped by: a 64-bit hash of the normalized text (at 1M rows a
+    collision has odds ~1e-8); ranking the strings themselves costs several copies of the
+    column in memory. Each row's key depends on that row alone (a cluster maps it)."""
+    return norm.hash(seed=0).to_numpy()
+
+
 def exact_dedup(
     df: pl.DataFrame,
     *,
@@ -28,9 +35,7 @@ def exact_dedup(
     """
     check_input(df, text_column, id_column)
     norm = shingle_text(df.get_column(text_column))
-    # Group by a 64-bit hash of the normalized text (at 1M rows a collision has odds ~1e-8);
-    # ranking the strings themselves costs several copies of the column in memory.
-    _, labels = np.unique(norm.hash(seed=0).to_numpy(), return_inverse=True)
+    _, labels = np.unique(group_keys(norm), return_inverse=True)
     labels = labels.astype(np.int64)
     has_ref = reference_mask(df, reference_columns)
     kept, dropped, rep = split_clusters(

@@ -26,7 +26,7 @@ import polars as pl
 import xxhash
 
 from curation.dedup.clusters import check_input, reference_mask, representatives, split_clusters
-from curation.dedup.exact import exact_dedup
+from curation.dedup.exact import exact_dedup, group_keys
 from curation.dedup.near import (
     MASK32,
     band_keys,
@@ -104,7 +104,7 @@ def _exact_keys(
     a reference, and `exact_key` (xxh3-64 of the normalized text), cut by key."""
     block = as_frame(block)
     norm = shingle_text(block.get_column(text_column))
-    key = norm.hash(seed=0).to_numpy()
+    key = group_keys(norm)
     columns = {
         "key": key,
         "row": np.arange(start, start + block.height, dtype=np.int64),
