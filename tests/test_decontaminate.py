@@ -415,3 +415,27 @@ def test_a_second_pass_replaces_the_first_pass_measurements(index: BenchmarkInde
     assert again.dropped.height == 0
     assert again.kept.columns == first.kept.columns
     assert again.kept.equals(first.kept)
+
+
+def test_the_step_scope_follows_the_rule(index: BenchmarkIndex) -> None:
+    """Boilerplate-aware counts stock n-grams over every row, so its step is table-wide:
+    run block by block, AIME's shared phrases fall below `min_df` in each block and 12 drops
+    become dozens. The literal rule decides each row alone: blocks change nothing."""
+    from curation.decontaminate.scan import decontamination_scope
+
+    assert decontamination_scope("literal") == "rows"
+    assert decontamination_scope("boilerplate-aware") == "table"
+    assert decontamination_scope(rule_named("boilerplate-aware", min_hits=3)) == "table"
+    df = _source("aime_1983_2023")
+    for rule, whole_drops in (("literal", 312), ("boilerplate-aware", 12)):
+        whole = decontaminate(df, index, rule=rule, workers=1)
+        blocks = [
+            decontaminate(df.slice(lo, 100), index, rule=rule, workers=1)
+            for lo in range(0, df.height, 100)
+        ]
+        by_block = pl.concat([b.dropped for b in blocks])
+        assert whole.dropped.height == whole_drops
+        if decontamination_scope(rule) == "rows":
+            assert by_block.equals(whole.dropped)
+        else:
+            assert by_block.height > 2 * whole.dropped.height
