@@ -111,6 +111,10 @@ CREATE TABLE IF NOT EXISTS {alias}.cascade_versions (
 _HEADS_DDL = "CREATE TABLE IF NOT EXISTS {alias}.cascade_heads (name VARCHAR, version BIGINT)"
 
 
+_DUCKDB_CATALOGS: dict[str, duckdb.DuckDBPyConnection] = {}
+"""The one attachment per process of each DuckDB-file catalog (see `Lake._open`)."""
+
+
 class LakeError(RuntimeError):
     """A lake operation failed for a reason the user can act on."""
 
@@ -433,6 +437,16 @@ class Lake:
         return [*loads, *secrets, attach]
 
     def _open(self, read_only: bool) -> duckdb.DuckDBPyConnection:
+        if self.config.catalog == "duckdb":
+            # A DuckDB-file catalog can be attached once per process (and by one process):
+            # every connection of this process is a cursor of that one attachment.
+            key = str(self.path.resolve())
+            if key not in _DUCKDB_CATALOGS:
+                _DUCKDB_CATALOGS[key] = self._attach(read_only=False)
+            return _DUCKDB_CATALOGS[key].cursor()
+        return self._attach(read_only)
+
+    def _attach(self, read_only: bool) -> duckdb.DuckDBPyConnection:
         con = duckdb.connect()
         statements = self.attach_statements(read_only=read_only, reveal_secrets=True)
         for sql in statements[:-1]:
@@ -649,7 +663,7 @@ class Lake:
         snapshot). Given the query, only the pinned versions it mentions get views.
         """
         con = self._open(read_only=True)
-        con.execute("USE memory")
+        con.execute("USE memory")  # the views below are temporary: this connection's own
         infos = self._rows()
         by_name: dict[str, list[VersionInfo]] = {}
         for info in infos:
@@ -661,11 +675,11 @@ class Lake:
                 if pinned is not None and (name, str(info.version)) not in pinned:
                     continue
                 source = self._scan_source(con, info, chain)
-                con.execute(f'CREATE VIEW "{name}@{info.version}" AS SELECT * FROM {source}')
+                con.execute(f'CREATE TEMP VIEW "{name}@{info.version}" AS SELECT * FROM {source}')
             latest = chain[-1]
             used = words is None or name in words
             source = self._scan_source(con, latest, chain) if used else self._from(latest)
-            con.execute(f'CREATE VIEW "{name}" AS SELECT * FROM {source}')
+            con.execute(f'CREATE TEMP VIEW "{name}" AS SELECT * FROM {source}')
         versions = pa.Table.from_pylist(
             [
                 {
@@ -688,13 +702,13 @@ class Lake:
             schema=_VERSIONS_VIEW,
         )
         con.register("_versions_arrow", versions)
-        con.execute("CREATE TABLE versions AS SELECT * FROM _versions_arrow")
+        con.execute("CREATE TEMP TABLE versions AS SELECT * FROM _versions_arrow")
         con.unregister("_versions_arrow")
         if "drops" not in by_name:
             from schemas.tables import DROPS
 
             columns = ", ".join(f'NULL::{_duck_type(f.type)} AS "{f.name}"' for f in DROPS.schema)
-            con.execute(f"CREATE VIEW drops AS SELECT {columns} WHERE false")
+            con.execute(f"CREATE TEMP VIEW drops AS SELECT {columns} WHERE false")
         return con
 
     def _scan_source(

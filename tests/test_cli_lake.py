@@ -161,3 +161,27 @@ def test_messages_keep_bracketed_names_and_missing_lakes_are_not_created(tmp_pat
     assert sql.returncode == 1 and f"no lake at {missing}" in sql.stderr
     assert not missing.exists()
     assert "lake lake" not in sql.stderr
+
+
+def test_sql_json_and_jsonl_output_are_inputs_for_other_commands(cli_lake) -> None:
+    lake, tmp = cli_lake
+    for fmt in ("json", "jsonl"):
+        out = tmp / f"q.{fmt}"
+        query = (
+            "SELECT uid, problem, answer, '\\boxed{' || answer || '}' AS response FROM q LIMIT 5"
+        )
+        result = invoke(lake, "sql", query, "--format", fmt, "--out", str(out))
+        assert result.exit_code == 0, result.output
+        verified = invoke(
+            lake,
+            "verify",
+            "--input",
+            str(out),
+            "--kind",
+            "math",
+            "--out",
+            str(tmp / f"v{fmt}.jsonl"),
+        )
+        assert verified.exit_code == 0, verified.output
+        rows = [json.loads(line) for line in (tmp / f"v{fmt}.jsonl").read_text().splitlines()]
+        assert len(rows) == 5 and all(r["passed"] for r in rows)

@@ -445,3 +445,17 @@ def test_versions_stay_immutable_when_another_client_deletes_rows(lake: Lake) ->
     fresh = Lake(lake.path)
     assert fresh.sql("SELECT count(*) FROM p").fetchall()[0] == (5,)
     assert fresh.verify_hash("p@1").version == 1
+
+
+def test_a_duckdb_file_catalog_is_selectable(tmp_path: Path) -> None:
+    from lake.catalog import LakeConfig
+
+    lake = Lake(tmp_path / "lake", config=LakeConfig(catalog="duckdb"))
+    lake.commit("p", prompts(3), kind="prompts")
+    lake.commit("p", prompts(4), kind="prompts")
+    lake.close()
+    again = Lake(tmp_path / "lake")
+    assert again.config.catalog == "duckdb" and (again.path / "catalog.ducklake").is_file()
+    assert again.read("p@1").num_rows == 3
+    assert again.sql("SELECT count(*) FROM p").fetchall()[0] == (4,)
+    again.verify_hash("p@2")
