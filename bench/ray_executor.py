@@ -35,8 +35,8 @@ import time  # noqa: E402
 
 import polars as pl  # noqa: E402
 
-from cli.executors import CLUSTER_PLANS  # noqa: E402
 from curation.benchmarks import MATH_RL_DEFAULT, load_benchmarks  # noqa: E402
+from curation.cluster_plans import CLUSTER_PLANS  # noqa: E402
 from curation.decontaminate import decontaminate  # noqa: E402
 from curation.dedup import exact_dedup, near_dedup  # noqa: E402
 from lake.ray_executor import RayExecutor, _PeakRss  # noqa: E402

@@ -368,8 +368,11 @@ class Lake:
             )
         self.created = False
         self._store: DataStore | None = None
+        self._checked = False
         if config_file.exists():
             self.config = LakeConfig.read(config_file)
+            if not read_only:
+                self._prepare_storage()
         elif not create or read_only:
             raise LakeError(
                 f"no lake at {self.path} (no {CONFIG_FILE}); a command that writes creates one"
@@ -379,6 +382,7 @@ class Lake:
             self.config = config or LakeConfig()
             self._initialize()
             self.created = True
+            self._checked = True
         self._con: duckdb.DuckDBPyConnection | None = None
         self._lock = threading.RLock()
         self._snapshots: dict[tuple[str, int], int] = {}
@@ -464,33 +468,60 @@ class Lake:
                 delay = min(delay * 2, 1.0)
 
     def _initialize(self) -> None:
-        if self.config.catalog == "sqlite":
-            import sqlite3
-
-            db = sqlite3.connect(self.path / "catalog.sqlite")
-            db.execute("PRAGMA journal_mode=WAL")  # readers never wait for the writer
-            db.close()
-        if "://" not in self.config.data_path:
-            Path(self.data_path).mkdir(parents=True, exist_ok=True)
+        self._prepare_storage()
         self.config.write(self.path / CONFIG_FILE)
         con = self._open(read_only=False)
         try:
-            con.execute(f"CALL {ALIAS}.set_option('data_inlining_row_limit', 0)")
-            con.execute(_VERSIONS_DDL.format(alias=ALIAS))
-            con.execute(_HEADS_DDL.format(alias=ALIAS))
-            for table in ("cascade_versions", "cascade_heads"):
-                con.execute(
-                    f"CALL {ALIAS}.set_option('data_inlining_row_limit', 1000000, "
-                    f"table_name => '{table}')"
-                )
+            self._create_cascade_tables(con)
         finally:
             con.close()
 
+    def _prepare_storage(self) -> None:
+        """A new SQLite catalog in WAL mode (readers never wait), and the data directory."""
+        if self.config.catalog == "sqlite" and not (self.path / "catalog.sqlite").exists():
+            import sqlite3
+
+            db = sqlite3.connect(self.path / "catalog.sqlite")
+            db.execute("PRAGMA journal_mode=WAL")
+            db.close()
+        if "://" not in self.config.data_path:
+            Path(self.data_path).mkdir(parents=True, exist_ok=True)
+
+    @staticmethod
+    def _create_cascade_tables(con: duckdb.DuckDBPyConnection) -> None:
+        con.execute(f"CALL {ALIAS}.set_option('data_inlining_row_limit', 0)")
+        con.execute(_VERSIONS_DDL.format(alias=ALIAS))
+        con.execute(_HEADS_DDL.format(alias=ALIAS))
+        for table in ("cascade_versions", "cascade_heads"):
+            con.execute(
+                f"CALL {ALIAS}.set_option('data_inlining_row_limit', 1000000, "
+                f"table_name => '{table}')"
+            )
+
     @property
     def con(self) -> duckdb.DuckDBPyConnection:
-        """This Lake's own connection (opened on first use; read-write unless read_only)."""
+        """This Lake's own connection (opened on first use; read-write unless read_only).
+
+        A lake whose `lake.json` was written by hand gets cascade's tables on first use.
+        """
         if self._con is None:
-            self._con = self._open(read_only=self.read_only)
+            con = self._open(read_only=self.read_only)
+            if not self._checked:
+                (found,) = con.execute(
+                    "SELECT count(*) FROM duckdb_tables() WHERE database_name = ? "
+                    "AND table_name = 'cascade_versions'",
+                    [ALIAS],
+                ).fetchone()
+                if not found:
+                    if self.read_only:
+                        con.close()
+                        raise LakeError(
+                            f"the lake at {self.path} has no cascade tables yet; a command "
+                            "that writes sets them up"
+                        )
+                    self._create_cascade_tables(con)
+                self._checked = True
+            self._con = con
         return self._con
 
     def close(self) -> None:

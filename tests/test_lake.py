@@ -459,3 +459,15 @@ def test_a_duckdb_file_catalog_is_selectable(tmp_path: Path) -> None:
     assert again.read("p@1").num_rows == 3
     assert again.sql("SELECT count(*) FROM p").fetchall()[0] == (4,)
     again.verify_hash("p@2")
+
+
+def test_a_hand_written_lake_json_sets_itself_up(tmp_path: Path) -> None:
+    where = tmp_path / "lake"
+    where.mkdir()
+    (where / "lake.json").write_text(
+        json.dumps({"format": "cascade-ducklake/1", "catalog": "sqlite", "data_path": "files"})
+    )
+    lake = Lake(where)
+    lake.commit("p", prompts(2), kind="prompts")
+    assert lake.read("p").num_rows == 2
+    assert (where / "files" / "main" / "p").is_dir()

@@ -11,8 +11,8 @@ import polars as pl
 import pytest
 from typer.testing import CliRunner
 
-from cli.main import command_app
 from cli.console import CascadeError
+from cli.main import command_app
 
 app = command_app()
 runner = CliRunner()

@@ -49,11 +49,12 @@ from curation.decontaminate.rules import (
     measure,
     rule_named,
 )
-from curation.decontaminate.scan import decontaminate, scan_and_measure
+from curation.decontaminate.scan import decontaminate, decontamination_scope, scan_and_measure
 from curation.decontaminate.tokens import LAYOUT_COMMANDS, Tokens, ngram_text, tokenize
 
 __all__ = [
     "DEFAULT_N",
+    "decontamination_scope",
     "LAYOUT_COMMANDS",
     "MEASURE_COLUMNS",
     "RULES",
