@@ -26,8 +26,9 @@ demo: setup
 toy: setup
 	rm -rf toy-lake
 	$(BIN)/cascade --lake toy-lake build dataset math_sft --profile toy --manifests toy-lake/manifests
+	$(BIN)/cascade --lake toy-lake build dataset math_sft_s2 --profile toy --manifests toy-lake/manifests
 	$(BIN)/cascade --lake toy-lake build dataset math_rl_v2 --profile toy --set sft_datasets=math_sft --manifests toy-lake/manifests
-	$(BIN)/cascade --lake toy-lake sql "SELECT model, round(avg(pass_rate), 3) AS mean_pass_rate, count(*) AS prompts FROM difficulty GROUP BY ALL"
+	$(BIN)/cascade --lake toy-lake sql "SELECT regexp_extract(model, '(weak|strong)') AS model, round(avg(pass_rate), 3) AS mean_pass_rate, count(*) AS prompts FROM difficulty GROUP BY ALL ORDER BY 2"
 
 test: setup
 	$(BIN)/ruff check .
