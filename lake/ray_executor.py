@@ -118,9 +118,28 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+import pyarrow as pa
 
-from lake.catalog import Lake
-from lake.steps import LocalExecutor, Step, StepResult
+from lake.catalog import Lake, VersionInfo
+from lake.steps import (
+    KeyTally,
+    LocalExecutor,
+    RunIds,
+    Step,
+    StepError,
+    StepResult,
+    StepsWritten,
+    check_counts,
+    check_tally,
+    count_reasons,
+    drop_rows,
+    drops_rows,
+    key_column,
+    step_funnel,
+    tally_keys,
+)
+from lake.storage import DataFiles, DataStore, write_data_files
+from schemas.dataset_manifest import FunnelStep
 
 DEFAULT_BLOCK_ROWS = 50_000
 FORWARDED_ENV = (
@@ -138,20 +157,70 @@ WORKER_ENV = {"POLARS_MAX_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
 """One task per CPU: Polars' own pool would fight the other tasks for the same cores."""
 
 Columns = dict[str, np.ndarray]
-TablePlan = Callable[["RayExecutor", Step, pl.DataFrame], StepResult]
+TablePlan = Callable[["RayExecutor", Step, "Blocks"], "BlockResult"]
 
 
 class ClusterError(RuntimeError):
     """The cluster cannot be reached or a distributed stage failed; the message says which."""
 
 
-@dataclass(frozen=True)
-class Block:
-    """Rows `start .. start + rows - 1` of a frame, stored in the object store."""
+@dataclass
+class Blocks:
+    """A table held in the object store: Arrow tables in row order (`refs`), the rows of
+    each, and the table's schema. Row `i` of the table is row `i - starts[b]` of the block
+    `b` that holds it; zero-row blocks are left out."""
 
-    start: int
-    rows: int
-    ref: Any
+    refs: list[Any]
+    rows: list[int]
+    schema: pl.Schema
+    _key_parts: dict[tuple[str, bool, int], list[list[Any]]] = field(
+        default_factory=dict, repr=False
+    )
+
+    @property
+    def height(self) -> int:
+        return int(sum(self.rows))
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.schema)
+
+    @property
+    def starts(self) -> np.ndarray:
+        """Every block's first row, then the row count."""
+        return np.concatenate([[0], np.cumsum(self.rows, dtype=np.int64)]).astype(np.int64)
+
+    def empty(self) -> pl.DataFrame:
+        return pl.DataFrame(schema=self.schema)
+
+    def __add__(self, other: Blocks) -> Blocks:
+        """The rows of both, these first (the schemas must be the same)."""
+        if other.schema != self.schema:
+            raise ClusterError(f"cannot stack blocks of {self.schema} and {other.schema}")
+        return Blocks([*self.refs, *other.refs], [*self.rows, *other.rows], self.schema)
+
+
+@dataclass
+class BlockResult:
+    """A step's result on the cluster: the kept and dropped rows as blocks, drop counts by
+    reason, and the step's stats (what `StepResult` holds, without the rows on the driver)."""
+
+    kept: Blocks
+    dropped: Blocks
+    stats: dict[str, Any]
+    by_reason: dict[str, int]
+
+
+@dataclass
+class BlockMeta:
+    """What a task that produced one block's kept and dropped rows tells the driver."""
+
+    kept: int
+    dropped: int
+    kept_schema: pl.Schema
+    dropped_schema: pl.Schema
+    by_reason: dict[str, int]
+    stats: dict[str, Any]
 
 
 @dataclass
@@ -245,34 +314,326 @@ class RayExecutor:
     # -- running steps --------------------------------------------------------------------
 
     def run(self, step: Step, frame: pl.DataFrame) -> StepResult:
+        """One step over rows the caller holds (the `Executor` protocol): the rows go to the
+        object store in blocks, the step runs as in `run_blocks`, the result comes back."""
+        step = self._planned(step)
+        plan = self.plans.get(step.run)
+        if plan is None and (step.scope != "rows" or _holds_lake(step.params) or not frame.height):
+            return LocalExecutor().run(step, frame)
+        self.connect()
+        result = self.run_blocks(step, self.put_table(frame))
+        with self.stage(step.name, "gather"):
+            return StepResult(
+                kept=self.gather(result.kept),
+                dropped=self.gather(result.dropped),
+                stats=result.stats,
+            )
+
+    def run_blocks(self, step: Step, table: Blocks) -> BlockResult:
+        """One step over a table in the object store: its cluster plan, a batch map for a
+        row-local step, else the step on the driver over the gathered rows."""
+        step = self._planned(step)
+        plan = self.plans.get(step.run)
+        if plan is not None:
+            self.connect()
+            return plan(self, step, table)
+        if step.scope == "rows" and not _holds_lake(step.params) and table.height:
+            return self.map_blocks(step, table)
+        return self.on_driver(step, table)
+
+    def _planned(self, step: Step) -> Step:
         run = step.run
         if isinstance(run, functools.partial) and not run.args and run.func in self.plans:
             # an operator with some keywords bound: its plan, with those keywords as params
             step = dataclasses.replace(step, run=run.func, params={**run.keywords, **step.params})
-        plan = self.plans.get(step.run)
-        if plan is not None:
-            self.connect()
-            return plan(self, step, frame)
-        if step.scope == "rows" and not _holds_lake(step.params) and frame.height:
-            self.connect()
-            return self.map_rows(step, frame)
-        return LocalExecutor().run(step, frame)
+        return step
 
-    def map_rows(self, step: Step, frame: pl.DataFrame) -> StepResult:
+    def map_blocks(self, step: Step, table: Blocks) -> BlockResult:
         """A row-local step as a batch map: one task per block, results in block order."""
-        import ray
-
+        self.connect()
         with self.stage(step.name, "map"):
-            blocks = self.put_blocks(frame)
-            params = ray.put(step.params)
-            results = ray.get(
-                [self.remote(_run_on_block).remote(step.run, params, b.ref) for b in blocks]
+            params = self.put(step.params)
+            outs = [self.call(_run_on_block, 3, step.run, params, ref) for ref in table.refs]
+            return self.collect(outs)
+
+    def on_driver(self, step: Step, table: Blocks) -> BlockResult:
+        """A step that needs the whole table and has no plan, or holds the lake: the rows
+        come to the driver, the step runs there, its result goes back to the object store."""
+        with self.stage(step.name, "on the driver"):
+            result = LocalExecutor().run(step, self.gather(table))
+            return self.put_result(result)
+
+    def run_all(
+        self,
+        lake: Lake,
+        source: VersionInfo,
+        steps: Sequence[Step],
+        *,
+        out: str,
+        kind: str,
+        run: RunIds,
+        on_step: Callable[[FunnelStep], None] | None = None,
+    ) -> StepsWritten:
+        """A whole step list over a lake version, for `run_steps` (`TableExecutor`): the
+        workers read the version's Parquet files, every step runs on blocks
+        (`run_blocks`), the accounting is checked on hash partitions of the keys, and the
+        workers write the kept rows and every step's drops as data files cut as the lake's
+        own writer cuts them. The driver holds counts, stats and object references (see
+        "Driver memory" in the module docstring)."""
+        self.connect()
+        with self.stage("input", "read on the workers"):
+            table = self.read_version(lake, source)
+        key = key_column(table.columns)
+        with self.stage("input", "keys unique"):
+            tally = self.tally(table, key)
+            check_tally(None, tally, where=source.ref, key=key)
+        funnel: list[FunnelStep] = []
+        drops: list[tuple[Blocks, list[str], str]] = []
+        for step in steps:
+            started = time.perf_counter()
+            result = self.run_blocks(step, table)
+            with self.stage(step.name, "accounting"):
+                self.check_step(step, table, result, key)
+            drops.append((result.dropped, table.columns, step.name))
+            entry = step_funnel(
+                step,
+                table.height,
+                result.kept.height,
+                result.by_reason,
+                time.perf_counter() - started,
+                result.stats,
             )
-        with self.stage(step.name, "gather"):
-            kept = _concat_frames([r.kept for r in results])
-            dropped = _concat_frames([r.dropped for r in results])
-            stats = merge_stats([r.stats for r in results])
-        return StepResult(kept=kept, dropped=dropped, stats=stats)
+            funnel.append(entry)
+            if on_step:
+                on_step(entry)
+            table = result.kept
+        store = lake.store
+        rows_per_file = _rows_per_file()
+        with self.stage("output", "write on the workers"):
+            segments = [(ref, rows, None) for ref, rows in zip(table.refs, table.rows, strict=True)]
+            kept = self.write(store, out, kind, segments, table.schema, rows_per_file)
+            try:
+                pieces = []
+                for dropped, columns, name in drops:
+                    how = ("drops", columns, name, dropped.schema, run)
+                    pieces += [(r, n, how) for r, n in zip(dropped.refs, dropped.rows, strict=True)]
+                empty = drop_rows(pl.DataFrame({key: []}), input_columns=[key], step="")
+                schema = drops_rows(empty, run).schema
+                written = self.write(store, "drops", "drops", pieces, schema, rows_per_file)
+            except BaseException:
+                for f in kept.files:
+                    store.remove(f)
+                raise
+        return StepsWritten(kept=kept, drops=written, funnel=funnel)
+
+    # -- tables in the object store ---------------------------------------------------------
+
+    def put_table(self, frame: pl.DataFrame) -> Blocks:
+        """Rows held here, in blocks of `block_rows` rows (Ray stores a slice of an Arrow
+        table without the rest of its buffers)."""
+        self.connect()
+        table = frame.to_arrow()
+        refs, rows = [], []
+        for start in range(0, frame.height, self.block_rows):
+            count = min(self.block_rows, frame.height - start)
+            refs.append(self.put(table.slice(start, count)))
+            rows.append(count)
+        return Blocks(refs, rows, frame.schema)
+
+    def put_result(self, result: StepResult) -> BlockResult:
+        return BlockResult(
+            kept=self.put_table(result.kept),
+            dropped=self.put_table(result.dropped),
+            stats=dict(result.stats),
+            by_reason=count_reasons(result.dropped),
+        )
+
+    def gather(self, table: Blocks) -> pl.DataFrame:
+        """A table's rows on the driver (for steps that run there)."""
+        frames = [as_frame(b) for b in self.get(list(table.refs))]
+        return pl.concat(frames, how="vertical") if frames else table.empty()
+
+    def read_version(
+        self, lake: Lake, info: VersionInfo, columns: list[str] | None = None
+    ) -> Blocks:
+        """A lake version as blocks of `block_rows` rows (never across files), each read by
+        a task from the version's Parquet files; the driver reads only their footers.
+
+        A version whose files differ in schema (an append-mode table whose columns changed)
+        or that has deletions made outside cascade is read by the lake on the driver."""
+        from lake.catalog import LakeError
+
+        store = lake.store
+        try:
+            files = [store.relative(f) for f in lake.files(info.ref)]
+        except LakeError:
+            files = []
+        footers = [_footer(store, f) for f in files]
+        schemas = [s for _, s in footers]
+        if not files or any(not s.equals(schemas[0]) for s in schemas[1:]):
+            frame = pl.from_arrow(lake.read(info.ref, columns=columns))
+            assert isinstance(frame, pl.DataFrame)
+            return self.put_table(frame)
+        schema = (
+            schemas[0] if columns is None else pa.schema([schemas[0].field(c) for c in columns])
+        )
+        refs, rows = [], []
+        for rel, (count, _) in zip(files, footers, strict=True):
+            for offset in range(0, count, self.block_rows):
+                size = min(self.block_rows, count - offset)
+                refs.append(self.remote(_read_block).remote(store, rel, offset, size, columns))
+                rows.append(size)
+        polars_schema = pl.from_arrow(schema.empty_table()).schema  # type: ignore[union-attr]
+        return Blocks(refs, rows, polars_schema)
+
+    def collect(
+        self, outs: Sequence[Sequence[Any]], stats: dict[str, Any] | None = None
+    ) -> BlockResult:
+        """Tasks' (kept, dropped, `BlockMeta`) refs, one triple per block in row order, as a
+        `BlockResult` (stats merged with `merge_stats` unless given)."""
+        metas: list[BlockMeta] = self.get([o[2] for o in outs])
+        kept = self._blocks(
+            [o[0] for o in outs], [m.kept for m in metas], [m.kept_schema for m in metas]
+        )
+        dropped = self._blocks(
+            [o[1] for o in outs], [m.dropped for m in metas], [m.dropped_schema for m in metas]
+        )
+        by_reason: dict[str, int] = {}
+        for m in metas:
+            for reason, count in m.by_reason.items():
+                by_reason[reason] = by_reason.get(reason, 0) + count
+        if stats is None:
+            stats = merge_stats([m.stats for m in metas])
+        return BlockResult(kept, dropped, stats, dict(sorted(by_reason.items())))
+
+    def _blocks(self, refs: list[Any], rows: list[int], schemas: list[pl.Schema]) -> Blocks:
+        """Blocks from tasks' outputs: zero-row ones left out, all of one schema (the one
+        `pl.concat(how="diagonal_relaxed")` gives, as the local executor's frame has)."""
+        full = [i for i, n in enumerate(rows) if n]
+        if not full:
+            return Blocks([], [], schemas[0] if schemas else pl.Schema())
+        schema = union_schema([schemas[i] for i in full])
+        out = [
+            refs[i] if schemas[i] == schema else self.remote(_conform_block).remote(refs[i], schema)
+            for i in full
+        ]
+        return Blocks(out, [rows[i] for i in full], schema)
+
+    def write(
+        self,
+        store: DataStore,
+        name: str,
+        kind: str,
+        segments: Sequence[tuple[Any, int, Any]],
+        schema: pl.Schema,
+        rows_per_file: int,
+    ) -> DataFiles:
+        """Rows held as segments (block ref, rows, how to turn them into the table's rows)
+        written by tasks as Parquet files of `name` under the lake's data path, file `k`
+        holding rows `k * rows_per_file ..` as the lake's own writer cuts them (so a file's
+        bytes, and the version's content hash, are the local executor's). On failure the
+        files written are removed."""
+        total = sum(n for _, n, _ in segments)
+        plan: list[list[tuple[int, int, int]]] = []  # per file: (segment, offset, rows)
+        seg, offset = 0, 0
+        for first in range(0, total, rows_per_file):
+            want, pieces = min(rows_per_file, total - first), []
+            while want:
+                take = min(want, segments[seg][1] - offset)
+                if take:
+                    pieces.append((seg, offset, take))
+                want -= take
+                offset += take
+                if offset == segments[seg][1]:
+                    seg, offset = seg + 1, 0
+            plan.append(pieces)
+        tasks = []
+        for pieces in plan:
+            used = sorted({s for s, _, _ in pieces})
+            local = {s: i for i, s in enumerate(used)}
+            tasks.append(
+                self.remote(_write_file).remote(
+                    store,
+                    name,
+                    kind,
+                    rows_per_file,
+                    [(local[s], o, n, segments[s][2]) for s, o, n in pieces],
+                    *[segments[s][0] for s in used],
+                )
+            )
+        parts, failure = [], None
+        for task in tasks:
+            try:
+                parts.append(self.get(task))
+            except Exception as exc:  # noqa: BLE001 - the first failure is raised below
+                failure = failure or exc
+        if failure is not None:
+            for part in parts:
+                for f in part.files:
+                    store.remove(f)
+            raise failure
+        if parts:
+            return DataFiles.merge(parts)
+        return DataFiles((), (), 0, pl.DataFrame(schema=schema).to_arrow().schema)
+
+    # -- the accounting, on hash partitions of the keys ------------------------------------
+
+    def key_parts(self, table: Blocks, key: str, parents: bool = False) -> list[list[Any]]:
+        """Per block, its keys (and for a fan-out output its `prompt_uid`s) cut into the
+        shuffle partitions by hash (computed once per table)."""
+        p = self.num_partitions
+        cache = (key, parents, p)
+        if cache not in table._key_parts:
+            table._key_parts[cache] = [
+                self.call(_key_parts, p, ref, key, parents, p) for ref in table.refs
+            ]
+        return table._key_parts[cache]
+
+    def tally(
+        self,
+        inputs: Blocks | None,
+        key: str,
+        kept: Blocks | None = None,
+        dropped: Blocks | None = None,
+        fan_out: bool = False,
+    ) -> KeyTally:
+        """`lake.steps.tally_keys` summed over the hash partitions of the keys: inputs (for
+        the input's uniqueness and a fan-out step's parents), kept and dropped rows."""
+        p = self.num_partitions
+        sources = [
+            self.key_parts(inputs, key) if inputs is not None else [],
+            self.key_parts(kept, key, parents=fan_out) if kept is not None else [],
+            self.key_parts(dropped, key) if dropped is not None else [],
+        ]
+        counts = [len(s) for s in sources]
+        tallies = self.get(
+            [
+                self.remote(_tally_partition).remote(
+                    counts,
+                    [inputs is not None, kept is not None, dropped is not None, fan_out],
+                    *[parts[q] for source in sources for parts in source],
+                )
+                for q in range(p)
+            ]
+        )
+        return sum(tallies, KeyTally())
+
+    def check_step(self, step: Step, table: Blocks, result: BlockResult, key: str) -> None:
+        """`run_steps`' accounting of one step, on the cluster: counts from the blocks, the
+        key checks as reductions over hash partitions (`check_tally` raises `StepError`)."""
+        check_counts(
+            step, table.height, result.kept.height, result.dropped.height, result.kept.columns, key
+        )
+        if result.dropped.height and key not in result.dropped.columns:
+            raise StepError(f"step {step.name}: dropped rows have no {key!r} column")
+        tally = self.tally(
+            table if step.fan_out else None,
+            key,
+            kept=result.kept,
+            dropped=result.dropped,
+            fan_out=step.fan_out,
+        )
+        check_tally(step, tally, rows_in=table.height, key=key)
 
     # -- building blocks for plans ----------------------------------------------------------
 
@@ -313,18 +674,65 @@ class RayExecutor:
         benchmark n-gram index every scan task reads)."""
         return self.memo(("shared", key), lambda: self.put(build()))
 
-    def put_blocks(self, frame: pl.DataFrame, columns: Sequence[str] | None = None) -> list[Block]:
-        """The frame (or some of its columns) in blocks of `block_rows` rows, as Arrow tables
-        (Ray stores a slice of an Arrow table without the rest of its buffers; a task turns
-        its block back into a frame with `as_frame`, without a copy)."""
-        import ray
+    def map_frames(self, table: Blocks, fn: Callable[..., pl.DataFrame], *args: Any) -> Blocks:
+        """`fn(frame, start, *args)` on every block (a new table of the frames it returns,
+        in block order; `start` is the block's first row in the table)."""
+        starts = table.starts
+        outs = [
+            self.call(_map_frame, 2, fn, ref, int(starts[b]), *args)
+            for b, ref in enumerate(table.refs)
+        ]
+        metas = self.get([o[1] for o in outs])
+        return self._blocks([o[0] for o in outs], [m[0] for m in metas], [m[1] for m in metas])
 
-        table = (frame.select(columns) if columns is not None else frame).to_arrow()
-        blocks = []
-        for start in range(0, frame.height, self.block_rows):
-            rows = min(self.block_rows, frame.height - start)
-            blocks.append(Block(start, rows, ray.put(table.slice(start, rows))))
-        return blocks or [Block(0, 0, ray.put(table.slice(0, 0)))]
+    def exchange(
+        self,
+        sources: Sequence[Sequence[Any]],
+        by: Sequence[Sequence[str]],
+        reduce: Callable[..., Any],
+        *args: Any,
+        returns: int = 1,
+    ) -> list[list[Any]]:
+        """A shuffle of frames: every source (refs of frames) is cut on its `by` columns'
+        hash into the shuffle partitions, and `reduce(*frames, *args)` runs once per
+        partition with each source's rows of it (rows of one key meet in one partition).
+        Returns, per partition, `returns` refs of what `reduce` returned (frames travel as
+        Arrow tables; `as_frame` reads them back)."""
+        p = self.num_partitions
+        cut = [
+            [self.call(_hash_cut, p, ref, list(cols), p) for ref in refs]
+            for refs, cols in zip(sources, by, strict=True)
+        ]
+        counts = [len(c) for c in cut]
+        return [
+            self.call(
+                _reduce_partition,
+                returns,
+                reduce,
+                counts,
+                returns,
+                args,
+                *[c[q] for src in cut for c in src],
+            )
+            for q in range(p)
+        ]
+
+    def first_rows(self, table: Blocks, column: str) -> Blocks:
+        """The rows whose `column` value is its first occurrence in the table, in order
+        (`unique(column, keep="first", maintain_order=True)`): a shuffle on the value."""
+        if not table.height:
+            return table
+        starts = table.starts
+        indexed = self.map_frames(table, _with_row_and, [column])
+        firsts = self.exchange([indexed.refs], [[column]], _first_row_of)
+        nb = len(table.refs)
+        routed = [self.call(_cut_rows_by_block, nb, f[0], starts) for f in firsts]
+        outs = [
+            self.call(_take_rows, 2, ref, int(starts[b]), *[r[b] for r in routed])
+            for b, ref in enumerate(table.refs)
+        ]
+        metas = self.get([o[1] for o in outs])
+        return self._blocks([o[0] for o in outs], [m[0] for m in metas], [m[1] for m in metas])
 
     @contextlib.contextmanager
     def stage(self, step: str, stage: str) -> Iterator[None]:
@@ -502,14 +910,211 @@ class _EngineWorker:
 
 
 def as_frame(block: Any) -> pl.DataFrame:
-    """A block (an Arrow table from `put_blocks`) as a Polars frame."""
+    """A block (an Arrow table from `put_table`, `read_version` or a task) as a Polars frame."""
     if isinstance(block, pl.DataFrame):
         return block
     return pl.from_arrow(block)  # type: ignore[return-value]
 
 
-def _run_on_block(run: Callable[..., StepResult], params: dict, block: Any) -> StepResult:
-    return run(as_frame(block), **params)
+def portable(value: Any) -> Any:
+    """What a task returns, with Polars frames as Arrow tables (Ray stores Arrow buffers as
+    they are; pickling a Polars frame copies it)."""
+    if isinstance(value, pl.DataFrame):
+        return value.to_arrow()
+    if isinstance(value, tuple):
+        return tuple(portable(v) for v in value)
+    return value
+
+
+def block_outputs(result: StepResult, stats: dict[str, Any] | None = None) -> tuple:
+    """One block's kept rows, dropped rows and `BlockMeta`, as a task's three returns."""
+    meta = BlockMeta(
+        kept=result.kept.height,
+        dropped=result.dropped.height,
+        kept_schema=result.kept.schema,
+        dropped_schema=result.dropped.schema,
+        by_reason=count_reasons(result.dropped),
+        stats=dict(result.stats if stats is None else stats),
+    )
+    return result.kept.to_arrow(), result.dropped.to_arrow(), meta
+
+
+def union_schema(schemas: Sequence[pl.Schema]) -> pl.Schema:
+    """The schema `pl.concat(how="diagonal_relaxed")` gives frames of these schemas."""
+    if all(s == schemas[0] for s in schemas[1:]):
+        return schemas[0]
+    return pl.concat([pl.DataFrame(schema=s) for s in schemas], how="diagonal_relaxed").schema
+
+
+def conform(frame: pl.DataFrame, schema: pl.Schema) -> pl.DataFrame:
+    """A frame in `schema` (missing columns null, types widened), as a diagonal concat
+    of frames of both schemas would have it."""
+    if frame.schema == schema:
+        return frame
+    return pl.concat([pl.DataFrame(schema=schema), frame], how="diagonal_relaxed").select(
+        list(schema)
+    )
+
+
+def _run_on_block(run: Callable[..., StepResult], params: dict, block: Any) -> tuple:
+    return block_outputs(run(as_frame(block), **params))
+
+
+def _conform_block(block: Any, schema: pl.Schema) -> Any:
+    return conform(as_frame(block), schema).to_arrow()
+
+
+def _map_frame(fn: Callable[..., pl.DataFrame], block: Any, start: int, *args: Any) -> tuple:
+    frame = fn(as_frame(block), start, *args)
+    return frame.to_arrow(), (frame.height, frame.schema)
+
+
+def _footer(store: DataStore, relative: str) -> tuple[int, pa.Schema]:
+    import pyarrow.parquet as pq
+
+    with pq.ParquetFile(store.fs_path(relative), filesystem=store.filesystem) as f:
+        return f.metadata.num_rows, f.schema_arrow.remove_metadata()
+
+
+def _read_block(
+    store: DataStore, relative: str, offset: int, rows: int, columns: list[str] | None
+) -> Any:
+    """Rows `offset .. offset + rows - 1` of a data file (only the row groups holding them
+    are decoded)."""
+    import pyarrow.parquet as pq
+
+    with pq.ParquetFile(store.fs_path(relative), filesystem=store.filesystem) as f:
+        meta = f.metadata
+        groups, first, seen = [], None, 0
+        for g in range(meta.num_row_groups):
+            size = meta.row_group(g).num_rows
+            if seen + size > offset and seen < offset + rows:
+                groups.append(g)
+                first = seen if first is None else first
+            seen += size
+        table = f.read_row_groups(groups, columns=columns)
+    assert first is not None
+    return table.slice(offset - first, rows).replace_schema_metadata(None)
+
+
+def _write_file(
+    store: DataStore,
+    name: str,
+    kind: str,
+    rows_per_file: int,
+    pieces: list[tuple[int, int, int, Any]],
+    *blocks: Any,
+) -> DataFiles:
+    """One data file of `name` from slices of blocks (`pieces`: block, offset, rows, and
+    how the rows become the table's: None for kept rows as they are, or a step's drops)."""
+    frames = []
+    for b, offset, rows, how in pieces:
+        frame = as_frame(blocks[b]).slice(offset, rows)
+        if how is not None:
+            _, input_columns, step, schema, run = how
+            step_drops = drop_rows(conform(frame, schema), input_columns=input_columns, step=step)
+            frame = drops_rows(step_drops, run)
+        frames.append(frame)
+    table = pl.concat(frames, how="vertical")
+    return write_data_files(store, name, table, kind=kind, rows_per_file=rows_per_file)
+
+
+def _key_hash(keys: pl.Series, parts: int) -> np.ndarray:
+    return (keys.hash(seed=0) % parts).to_numpy().astype(np.int64)
+
+
+def cut_frame(frame: pl.DataFrame, part: np.ndarray, count: int) -> list[pl.DataFrame]:
+    """A frame cut into `count` pieces by partition id (order kept within each)."""
+    if count <= 1:
+        return [frame]
+    order = np.argsort(part, kind="stable")
+    bounds = np.searchsorted(part[order], np.arange(count + 1))
+    ordered = frame[order] if frame.height else frame
+    return [ordered.slice(int(bounds[k]), int(bounds[k + 1] - bounds[k])) for k in range(count)]
+
+
+def _key_parts(block: Any, key: str, parents: bool, parts: int) -> Any:
+    """A block's keys (String) cut by hash; with `parents`, also its `prompt_uid`s."""
+    frame = as_frame(block)
+    keys = frame.get_column(key).cast(pl.String)
+    cut = cut_frame(keys.to_frame("k"), _key_hash(keys, parts), parts)
+    if not parents:
+        return as_returns([c.get_column("k") for c in cut])
+    named = frame.get_column("prompt_uid").cast(pl.String).unique(maintain_order=True)
+    cut_parents = cut_frame(named.to_frame("p"), _key_hash(named, parts), parts)
+    return as_returns(
+        [(c.get_column("k"), q.get_column("p")) for c, q in zip(cut, cut_parents, strict=True)]
+    )
+
+
+def _tally_partition(counts: list[int], present: list[bool], *parts: Any) -> KeyTally:
+    """One hash partition's `KeyTally` (parts: the inputs', kept and dropped blocks')."""
+    n_in, n_kept, _ = counts
+    has_in, has_kept, has_dropped, fan_out = present
+    inputs, kept, dropped = parts[:n_in], parts[n_in : n_in + n_kept], parts[n_in + n_kept :]
+
+    def stacked(series: Sequence[pl.Series]) -> pl.Series:
+        return pl.concat(list(series)) if series else pl.Series([], dtype=pl.String)
+
+    return tally_keys(
+        inputs=stacked(inputs) if has_in else None,
+        kept=stacked([k[0] for k in kept] if fan_out else kept) if has_kept else None,
+        dropped=stacked(dropped) if has_dropped else None,
+        parents=stacked([k[1] for k in kept]) if fan_out else None,
+    )
+
+
+def _hash_cut(block: Any, columns: list[str], parts: int) -> Any:
+    frame = as_frame(block)
+    if parts <= 1:
+        return frame.to_arrow()
+    part = (frame.select(columns).hash_rows(seed=0) % parts).to_numpy().astype(np.int64)
+    return as_returns([c.to_arrow() for c in cut_frame(frame, part, parts)])
+
+
+def _reduce_partition(
+    reduce: Callable[..., Any], counts: list[int], returns: int, args: tuple, *parts: Any
+) -> Any:
+    frames, at = [], 0
+    for count in counts:
+        got = [as_frame(p) for p in parts[at : at + count]]
+        at += count
+        full = [f for f in got if f.height]
+        if not got:
+            frames.append(pl.DataFrame())
+        elif len(full) > 1:
+            frames.append(pl.concat(full, how="vertical_relaxed"))
+        else:
+            frames.append(full[0] if full else got[0])
+    out = portable(reduce(*frames, *args))
+    return out if returns == 1 else tuple(out)
+
+
+def _with_row_and(frame: pl.DataFrame, start: int, columns: list[str]) -> pl.DataFrame:
+    return frame.select(columns).with_columns(
+        pl.int_range(start, start + frame.height, dtype=pl.Int64).alias("_row")
+    )
+
+
+def _first_row_of(frame: pl.DataFrame) -> pl.DataFrame:
+    if not frame.height:
+        return pl.DataFrame({"_row": pl.Series([], dtype=pl.Int64)})
+    value = [c for c in frame.columns if c != "_row"]
+    return frame.group_by(value).agg(pl.col("_row").min()).select("_row")
+
+
+def _cut_rows_by_block(frame: Any, starts: np.ndarray) -> Any:
+    """Row numbers (a frame's `_row`) cut by the block that holds each, as NumPy arrays."""
+    rows = as_frame(frame).get_column("_row").to_numpy()
+    count = starts.size - 1
+    which = np.searchsorted(starts, rows, side="right") - 1
+    return as_returns([p["row"] for p in split_columns({"row": rows}, which, count)])
+
+
+def _take_rows(block: Any, start: int, *rows: np.ndarray) -> tuple:
+    wanted = np.sort(np.concatenate(rows)) - start if rows else np.empty(0, np.int64)
+    frame = as_frame(block)[wanted]
+    return frame.to_arrow(), (frame.height, frame.schema)
 
 
 def split_columns(columns: Columns, part: np.ndarray, count: int) -> list[Columns]:
@@ -661,17 +1266,6 @@ def _expand(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
 # -- results -----------------------------------------------------------------------------------
 
 
-def _concat_frames(frames: Sequence[pl.DataFrame]) -> pl.DataFrame:
-    """Blocks' frames in block order; blocks that dropped nothing may lack detail columns."""
-    with_rows = [f for f in frames if f.height]
-    if not with_rows:
-        return frames[0]
-    schema = with_rows[0].schema
-    if all(f.schema == schema for f in with_rows):
-        return pl.concat(with_rows, how="vertical")
-    return pl.concat(with_rows, how="diagonal_relaxed")
-
-
 def merge_stats(parts: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Blocks' stats as one: numbers add up, dicts merge key by key, equal values stay, and
     values that differ between blocks become the list of them."""
@@ -736,3 +1330,10 @@ class _PeakRss:
         self.running = False
         self.thread.join()
         return max(self.peak, self.process.memory_info().rss)
+
+
+def _rows_per_file() -> int:
+    """The rows per data file the lake's own commits write (read when a run writes)."""
+    from lake import catalog
+
+    return catalog.ROWS_PER_FILE

@@ -12,6 +12,13 @@ A step says whether it is row-local (`scope="rows"`: it may run on any batch of 
 cluster executor can map it over partitions) or needs the whole table (`scope="table"`, with
 `partition` naming how a cluster executor may split it, e.g. by LSH band for near-dedup). The
 local executor runs every step on the whole table in this process.
+
+An executor may also run a whole step list itself (`TableExecutor.run_all`, the Ray
+executor's): it reads the input version, runs the steps and writes the kept rows and the
+drops as data files where the table is stored, returning counts and files; `run_steps` then
+registers those files in the same single transaction. The accounting checks are the same
+functions on both paths (`tally_keys`, `check_tally`), summed over hash partitions of the
+keys there; drops rows are made by the same `drop_rows` and `drops_rows`.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from schemas.dataset_manifest import FunnelStep
 
 if TYPE_CHECKING:  # the runner needs the lake; operators importing StepResult do not
     from lake.catalog import Lake, VersionInfo
+    from lake.storage import DataFiles
 
 SCOPES = ("rows", "table")
 KEY_COLUMNS = ("uid", "id")
@@ -105,6 +113,51 @@ class LocalExecutor:
         return step.run(frame, **step.params)
 
 
+@dataclass(frozen=True)
+class RunIds:
+    """What every drops row of one `run_steps` call says about the run."""
+
+    build_id: str
+    output_table: str
+    output_version: int
+    input_table: str | None
+    input_version: int | None
+
+
+@dataclass
+class StepsWritten:
+    """What an executor that ran a whole step list hands back to `run_steps`: the kept rows
+    and the drops as data files written under the lake's data path (not registered yet, in
+    the order and cut into files as the lake's own writer would have written them), and the
+    funnel."""
+
+    kept: DataFiles
+    drops: DataFiles
+    funnel: list[FunnelStep]
+
+
+class TableExecutor(Executor, Protocol):
+    """An executor that can also run a whole step list over a lake version without the
+    driver holding the table: `run_steps` uses `run_all` when the executor has it.
+
+    `run_all` must call `on_step` after each step, raise `StepError` when a step breaks the
+    accounting (`tally_keys` / `check_tally`, as the local path does), and leave no files
+    behind when it fails; `run_steps` registers what it returns in one transaction.
+    """
+
+    def run_all(
+        self,
+        lake: Lake,
+        source: VersionInfo,
+        steps: Sequence[Step],
+        *,
+        out: str,
+        kind: str,
+        run: RunIds,
+        on_step: Callable[[FunnelStep], None] | None = None,
+    ) -> StepsWritten: ...
+
+
 @dataclass
 class StepRun:
     """What `run_steps` committed: the output version, its drops version, and the funnel."""
@@ -158,6 +211,41 @@ def drop_rows(
 _STEP_DROPS = {"uid": pl.String, "step": pl.String, "reason": pl.String, "detail": pl.String}
 
 
+def drops_rows(step_drops: pl.DataFrame, run: RunIds) -> pl.DataFrame:
+    """`drop_rows` frames as rows of the `drops` table: the run's columns, then uid, step,
+    reason and detail."""
+    return step_drops.select(
+        pl.lit(run.build_id).alias("build_id"),
+        pl.lit(run.output_table).alias("output_table"),
+        pl.lit(run.output_version, pl.Int64).alias("output_version"),
+        pl.lit(run.input_table, pl.String).alias("input_table"),
+        pl.lit(run.input_version, pl.Int64).alias("input_version"),
+        "uid",
+        "step",
+        "reason",
+        "detail",
+    )
+
+
+def step_funnel(
+    step: Step,
+    rows_in: int,
+    rows_out: int,
+    dropped: dict[str, int],
+    seconds: float,
+    stats: dict[str, object],
+) -> FunnelStep:
+    """One funnel entry (the drop counts sorted by reason, the stats as JSON values)."""
+    return FunnelStep(
+        step=step.name,
+        rows_in=rows_in,
+        rows_out=rows_out,
+        dropped=dict(sorted(dropped.items())),
+        seconds=round(seconds, 3),
+        stats=json.loads(json.dumps(stats, default=str)),
+    )
+
+
 def run_steps(
     lake: Lake,
     source: str | Rows,
@@ -175,7 +263,9 @@ def run_steps(
 
     The kept rows become a new version of `out` (of `kind`, default: the input's kind), and
     the drops of every step land in `drops` with that version, in one transaction. Rows keep
-    the measurement columns steps add, so thresholds can be re-tuned with SQL later.
+    the measurement columns steps add, so thresholds can be re-tuned with SQL later. An
+    executor with `run_all` (a `TableExecutor`) runs the steps over a lake ref itself and
+    returns data files: the input is then never read here.
     """
     from lake.catalog import TableWrite
 
@@ -183,36 +273,49 @@ def run_steps(
     build_id = build_id or uuid.uuid4().hex
     version = lake.next_version(out)
     info: VersionInfo | None = None
+    funnel: list[FunnelStep] = []
+    drops: list[pl.DataFrame] = []
+    written: StepsWritten | None = None
     if isinstance(source, Rows):
         parents, input_table, input_version = list(source.parents), None, None
         kind = kind or "prompts"
-        data: pl.DataFrame | Iterable[pa.RecordBatch] = source.data
+        data: pl.DataFrame | Iterable[pa.RecordBatch] | DataFiles = source.data
         if steps:
-            data = _materialize(data)
+            data = _materialize(source.data)
     else:
         info = lake.resolve(source)
         parents, input_table, input_version = [info.ref], info.name, info.version
         kind = kind or info.kind
-        data = pl.from_arrow(lake.read(info.ref))  # type: ignore[assignment]
+        run_all = getattr(executor, "run_all", None)
+        if steps and callable(run_all):
+            ids = RunIds(build_id, out, version, input_table, input_version)
+            written = run_all(lake, info, steps, out=out, kind=kind, run=ids, on_step=on_step)
+            assert written is not None
+            data, funnel = written.kept, written.funnel
+        else:
+            data = pl.from_arrow(lake.read(info.ref))  # type: ignore[assignment]
 
-    funnel: list[FunnelStep] = []
-    drops: list[pl.DataFrame] = []
-    if steps:
-        frame = data if isinstance(data, pl.DataFrame) else _materialize(data)
+    if steps and written is None:
+        frame = data if isinstance(data, pl.DataFrame) else _materialize(data)  # type: ignore[arg-type]
         key = key_column(frame.columns)
-        _check_unique(frame, key, str(source) if isinstance(source, str) else "the input")
+        check_tally(
+            None,
+            tally_keys(inputs=frame.get_column(key)),
+            where=str(source) if isinstance(source, str) else "the input",
+            key=key,
+        )
         for step in steps:
             started = time.perf_counter()
             result = executor.run(step, frame)
             _check_accounting(step, frame, result, key)
             drops.append(drop_rows(result.dropped, input_columns=frame.columns, step=step.name))
-            entry = FunnelStep(
-                step=step.name,
-                rows_in=frame.height,
-                rows_out=result.kept.height,
-                dropped=_by_reason(result.dropped),
-                seconds=round(time.perf_counter() - started, 3),
-                stats=json.loads(json.dumps(result.stats, default=str)),
+            entry = step_funnel(
+                step,
+                frame.height,
+                result.kept.height,
+                count_reasons(result.dropped),
+                time.perf_counter() - started,
+                result.stats,
             )
             funnel.append(entry)
             if on_step:
@@ -221,10 +324,13 @@ def run_steps(
         data = frame
 
     read_errors: list[pl.DataFrame] = []
+    ids = RunIds(build_id, out, version, input_table, input_version)
 
-    def all_drops() -> pl.DataFrame:
+    def all_drops() -> pl.DataFrame | DataFiles:
         # Called by the commit after the output was written: a streamed source has by then
         # met every line it could not read.
+        if written is not None:
+            return written.drops
         frames = [d for d in drops if d.height]
         if isinstance(source, Rows):
             errors = source.dropped()
@@ -233,41 +339,37 @@ def run_steps(
                 read_errors.append(errors)
                 frames.insert(0, drop_rows(errors, input_columns=[key], step=source.step, key=key))
         stacked = pl.concat(frames) if frames else pl.DataFrame(schema=_STEP_DROPS)
-        return stacked.select(
-            pl.lit(build_id).alias("build_id"),
-            pl.lit(out).alias("output_table"),
-            pl.lit(version, pl.Int64).alias("output_version"),
-            pl.lit(input_table, pl.String).alias("input_table"),
-            pl.lit(input_version, pl.Int64).alias("input_version"),
-            "uid",
-            "step",
-            "reason",
-            "detail",
-        )
+        return drops_rows(stacked, ids)
 
-    output, *rest = lake.commit_many(
-        [
-            TableWrite(
-                out,
-                data,
-                kind=kind,
-                parents=parents,
-                producer=producer,
-                params=dict(params or {}),
-                expect_version=version,
-            ),
-            TableWrite(
-                "drops",
-                all_drops,
-                kind="drops",
-                mode="append",
-                parents=[f"{out}@{version}"],
-                producer=producer,
-                skip_if_empty=True,
-            ),
-        ],
-        build_id=build_id,
-    )
+    try:
+        output, *rest = lake.commit_many(
+            [
+                TableWrite(
+                    out,
+                    data,
+                    kind=kind,
+                    parents=parents,
+                    producer=producer,
+                    params=dict(params or {}),
+                    expect_version=version,
+                ),
+                TableWrite(
+                    "drops",
+                    all_drops,
+                    kind="drops",
+                    mode="append",
+                    parents=[f"{out}@{version}"],
+                    producer=producer,
+                    skip_if_empty=True,
+                ),
+            ],
+            build_id=build_id,
+        )
+    except BaseException:
+        if written is not None:  # files the commit did not get to (it removes its own)
+            for f in (*written.kept.files, *written.drops.files):
+                lake.store.remove(f)
+        raise
     if isinstance(source, Rows):
         unread = sum(e.height for e in read_errors)
         rows_read = (funnel[0].rows_in if funnel else output.rows_added) + unread
@@ -296,46 +398,140 @@ def _materialize(data: pl.DataFrame | Iterable[pa.RecordBatch]) -> pl.DataFrame:
     return pl.from_arrow(pa.Table.from_batches(batches))  # type: ignore[return-value]
 
 
-def _check_unique(frame: pl.DataFrame, key: str, where: str) -> None:
-    duplicated = frame.get_column(key).is_duplicated()
-    if duplicated.any():
-        value = frame.get_column(key)[int(duplicated.arg_max() or 0)]
-        raise StepError(
-            f"rows of {where} are not uniquely keyed by {key!r} ({value!r} repeats); "
-            "drops could not say which row they mean"
+# -- the accounting checks ---------------------------------------------------------------------
+
+
+@dataclass
+class KeyTally:
+    """The counts behind a step's accounting, over the keys of one hash partition (every
+    occurrence of a value in the same partition) or over all of them: partitions' tallies
+    add up to the whole table's, so a cluster executor checks with the same `check_tally`.
+
+    `inputs`: the step's input keys; `out`: keys of kept + dropped rows; fan-out steps also
+    count `kept` keys and `parents` (the distinct `prompt_uid`s of kept rows plus the
+    dropped keys) and how many parents are not input keys. `repeated_*` is one repeating
+    value, for the message.
+    """
+
+    inputs: int = 0
+    distinct_inputs: int = 0
+    repeated_input: str | None = None
+    distinct_out: int = 0
+    kept: int = 0
+    distinct_kept: int = 0
+    repeated_kept: str | None = None
+    parents: int = 0
+    distinct_parents: int = 0
+    unknown_parents: int = 0
+
+    def __add__(self, other: KeyTally) -> KeyTally:
+        return KeyTally(
+            inputs=self.inputs + other.inputs,
+            distinct_inputs=self.distinct_inputs + other.distinct_inputs,
+            repeated_input=self.repeated_input or other.repeated_input,
+            distinct_out=self.distinct_out + other.distinct_out,
+            kept=self.kept + other.kept,
+            distinct_kept=self.distinct_kept + other.distinct_kept,
+            repeated_kept=self.repeated_kept or other.repeated_kept,
+            parents=self.parents + other.parents,
+            distinct_parents=self.distinct_parents + other.distinct_parents,
+            unknown_parents=self.unknown_parents + other.unknown_parents,
         )
 
 
-def _check_accounting(step: Step, frame: pl.DataFrame, result: StepResult, key: str) -> None:
-    kept, dropped = result.kept.height, result.dropped.height
+def tally_keys(
+    *,
+    inputs: pl.Series | None = None,
+    kept: pl.Series | None = None,
+    dropped: pl.Series | None = None,
+    parents: pl.Series | None = None,
+) -> KeyTally:
+    """A `KeyTally` of some keys (String-cast): the input's, the kept and dropped rows', and
+    for a fan-out step the kept rows' `prompt_uid`s (`parents`)."""
+    tally = KeyTally()
+    if inputs is not None:
+        inputs = inputs.cast(pl.String)
+        tally.inputs, tally.distinct_inputs = inputs.len(), inputs.n_unique()
+        tally.repeated_input = _repeated(inputs)
+    out = [s.cast(pl.String) for s in (kept, dropped) if s is not None]
+    if parents is None:
+        if out:
+            tally.distinct_out = pl.concat(out).n_unique()
+        return tally
+    kept_keys = out[0] if kept is not None else pl.Series([], dtype=pl.String)
+    tally.kept, tally.distinct_kept = kept_keys.len(), kept_keys.n_unique()
+    tally.repeated_kept = _repeated(kept_keys)
+    named = [parents.cast(pl.String).unique()]
+    if dropped is not None:
+        named.append(dropped.cast(pl.String))
+    found = pl.concat(named)
+    tally.parents, tally.distinct_parents = found.len(), found.n_unique()
+    known = inputs if inputs is not None else pl.Series([], dtype=pl.String)
+    tally.unknown_parents = int((~found.is_in(known.implode())).sum())
+    return tally
+
+
+def check_tally(
+    step: Step | None, tally: KeyTally, *, rows_in: int = 0, where: str = "", key: str = "uid"
+) -> None:
+    """Raise `StepError` if the keys break the contract: an input not uniquely keyed
+    (`step` None), or a step whose kept and dropped rows do not cover its input once (a
+    fan-out step: whose parents are not each input row once, or whose output keys repeat)."""
+    if step is None:
+        if tally.distinct_inputs != tally.inputs:
+            raise StepError(
+                f"rows of {where} are not uniquely keyed by {key!r} "
+                f"({tally.repeated_input!r} repeats); drops could not say which row they mean"
+            )
+        return
     if step.fan_out:
-        if "prompt_uid" not in result.kept.columns or key not in result.kept.columns:
-            raise StepError(f"step {step.name}: fan-out rows need '{key}' and 'prompt_uid'")
-        _check_unique(result.kept, key, f"step {step.name}'s output")
-        parents = pl.concat(
-            [
-                result.kept.select(pl.col("prompt_uid").cast(pl.String).alias(key)).unique(),
-                result.dropped.select(pl.col(key).cast(pl.String)),
-            ]
-        )
-        known = parents[key].is_in(frame.get_column(key).cast(pl.String).implode()).all()
-        if not known or parents.height != frame.height or parents[key].n_unique() != frame.height:
+        if tally.distinct_kept != tally.kept:
+            raise StepError(
+                f"rows of step {step.name}'s output are not uniquely keyed by {key!r} "
+                f"({tally.repeated_kept!r} repeats); drops could not say which row they mean"
+            )
+        if tally.unknown_parents or tally.parents != rows_in or tally.distinct_parents != rows_in:
             raise StepError(
                 f"step {step.name}: every input row must have output rows or be dropped, once"
             )
         return
-    if frame.height != kept + dropped:
-        raise StepError(
-            f"step {step.name}: {frame.height} rows in but {kept} kept + {dropped} dropped"
-        )
-    parts = [result.kept.select(pl.col(key).cast(pl.String))]
-    if dropped:
-        parts.append(result.dropped.select(pl.col(key).cast(pl.String)))
-    if pl.concat(parts).get_column(key).n_unique() != frame.height:
+    if tally.distinct_out != rows_in:
         raise StepError(f"step {step.name}: kept and dropped rows do not cover the input once")
 
 
-def _by_reason(dropped: pl.DataFrame) -> dict[str, int]:
+def check_counts(
+    step: Step, rows_in: int, kept: int, dropped: int, kept_columns: Sequence[str], key: str
+) -> None:
+    """The checks on counts and columns alone (before any key is looked at)."""
+    if step.fan_out:
+        if "prompt_uid" not in kept_columns or key not in kept_columns:
+            raise StepError(f"step {step.name}: fan-out rows need '{key}' and 'prompt_uid'")
+        return
+    if rows_in != kept + dropped:
+        raise StepError(f"step {step.name}: {rows_in} rows in but {kept} kept + {dropped} dropped")
+
+
+def _repeated(keys: pl.Series) -> str | None:
+    duplicated = keys.is_duplicated()
+    return keys[int(duplicated.arg_max() or 0)] if duplicated.any() else None
+
+
+def _check_accounting(step: Step, frame: pl.DataFrame, result: StepResult, key: str) -> None:
+    check_counts(
+        step, frame.height, result.kept.height, result.dropped.height, result.kept.columns, key
+    )
+    dropped = result.dropped.get_column(key) if result.dropped.height else None
+    tally = tally_keys(
+        inputs=frame.get_column(key) if step.fan_out else None,
+        kept=result.kept.get_column(key),
+        dropped=dropped,
+        parents=result.kept.get_column("prompt_uid") if step.fan_out else None,
+    )
+    check_tally(step, tally, rows_in=frame.height, key=key)
+
+
+def count_reasons(dropped: pl.DataFrame) -> dict[str, int]:
+    """Dropped rows per reason, sorted by reason."""
     if not dropped.height:
         return {}
     return dict(dropped.group_by("reason").len().sort("reason").iter_rows())

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import os
-import socket
 from collections.abc import Callable
 
 import torch
@@ -25,10 +24,9 @@ def init_distributed() -> tuple[int, int, torch.device]:
     os.environ.setdefault("LOCAL_RANK", "0")
     os.environ.setdefault("WORLD_SIZE", "1")
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    if "MASTER_PORT" not in os.environ:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            os.environ["MASTER_PORT"] = str(s.getsockname()[1])
+    # A world of one lets its store bind any free port (0): picking one here and binding it
+    # later races other processes for it.
+    os.environ.setdefault("MASTER_PORT", "0" if os.environ["WORLD_SIZE"] == "1" else "29500")
     on_gpu = torch.cuda.is_available()
     if not torch.distributed.is_initialized():
         deepspeed.init_distributed(dist_backend="nccl" if on_gpu else "gloo")

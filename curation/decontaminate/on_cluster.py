@@ -20,13 +20,22 @@ from curation.decontaminate.index import BenchmarkIndex
 from curation.decontaminate.rules import ContaminationRule, measure_rows, rule_named, stock_grams
 from curation.decontaminate.scan import decontaminate, decontamination_result, scan_chunk
 from curation.sorted_sets import sorted_unique
-from lake.ray_executor import RayExecutor, as_frame, operator_params, worker_object
-from lake.steps import Step, StepResult
+from lake.ray_executor import (
+    BlockResult,
+    Blocks,
+    RayExecutor,
+    as_frame,
+    block_outputs,
+    operator_params,
+    worker_object,
+)
+from lake.steps import Step
 
 
-def decontaminate_on_cluster(ex: RayExecutor, step: Step, frame: pl.DataFrame) -> StepResult:
+def decontaminate_on_cluster(ex: RayExecutor, step: Step, table: Blocks) -> BlockResult:
     """`decontaminate` with the index shared through the object store, the scan mapped over
-    blocks and the stock n-grams counted over every row (a shuffle on the n-gram)."""
+    blocks, the stock n-grams counted over every row (a shuffle on the n-gram), and each
+    block's result assembled where the block is."""
     params = operator_params(decontaminate, step.params)
     n = params["n"]
     benchmarks = params["benchmarks"]
@@ -39,7 +48,9 @@ def decontaminate_on_cluster(ex: RayExecutor, step: Step, frame: pl.DataFrame) -
             index = ex.memo(key, lambda: BenchmarkIndex.build(benchmarks, n))
             index_ref = ex.shared(key, lambda: index)
     # The operator checks the input and the parameters (on no rows it scans nothing).
-    decontaminate(frame.head(0), **{**step.params, "benchmarks": index})
+    empty = decontaminate(table.empty(), **{**step.params, "benchmarks": index})
+    if table.height == 0:
+        return ex.put_result(empty)
     rule = params["rule"]
     if isinstance(rule, str):
         rule = rule_named(
@@ -50,24 +61,23 @@ def decontaminate_on_cluster(ex: RayExecutor, step: Step, frame: pl.DataFrame) -
         )
     stock = params["stock"]
     text_column = params["text_column"]
-    if frame.height == 0:
-        return decontaminate(frame, **{**step.params, "benchmarks": index})
     p = ex.num_partitions
+    starts = table.starts
+    blocks = [(int(starts[b]), ref) for b, ref in enumerate(table.refs)]
     with ex.stage(step.name, "scan"):
-        blocks = ex.put_blocks(frame, [text_column])
         scanned = [
             ex.call(
                 _decontam_scan,
                 1 + p,
                 [index_ref],
-                b.ref,
-                b.start,
+                ref,
+                start,
                 text_column,
                 rule,
                 p,
                 params["chunk_rows"],
             )
-            for b in blocks
+            for start, ref in blocks
         ]
     if rule.ignore_stock:
         with ex.stage(step.name, "stock n-grams (shuffle on the n-gram)"):
@@ -81,17 +91,33 @@ def decontaminate_on_cluster(ex: RayExecutor, step: Step, frame: pl.DataFrame) -
             )
             stock_ids = ex.put(pl.Series("gram", sorted_unique(np.concatenate(stock_parts))))
         with ex.stage(step.name, "measure"):
-            measured_parts = ex.get(
-                [
-                    ex.remote(_decontam_measure).remote([index_ref], rule, stock_ids, s[0])
-                    for s in scanned
-                ]
-            )
+            measured = [
+                ex.remote(_decontam_measure).remote([index_ref], rule, stock_ids, s[0])
+                for s in scanned
+            ]
     else:
-        measured_parts = ex.get([s[0] for s in scanned])
+        measured = [s[0] for s in scanned]
     with ex.stage(step.name, "assemble"):
-        measured = pl.concat(measured_parts, how="vertical")
-        return decontamination_result(frame, measured, rule, index, stock)
+        outs = [
+            ex.call(_decontam_assemble, 3, [index_ref], rule, ref, start, measured[b])
+            for b, (start, ref) in enumerate(blocks)
+        ]
+        result = ex.collect(outs, stats={})
+    # The counted stats add up over blocks; the others are the operator's own.
+    metas = ex.get([o[2] for o in outs])
+    by_benchmark: dict[str, int] = {}
+    for meta in metas:
+        for name, count in meta.stats["dropped_by_benchmark"].items():
+            by_benchmark[name] = by_benchmark.get(name, 0) + count
+    result.stats = {
+        **empty.stats,
+        "rows_in": table.height,
+        "rows_out": result.kept.height,
+        "dropped": result.dropped.height,
+        "overlapping_rows": sum(m.stats["overlapping_rows"] for m in metas),
+        "dropped_by_benchmark": dict(sorted(by_benchmark.items())),
+    }
+    return result
 
 
 def _decontam_scan(
@@ -135,3 +161,13 @@ def _decontam_measure(
     index_holder: list[Any], rule: ContaminationRule, stock_ids: pl.Series, found: pl.DataFrame
 ) -> pl.DataFrame:
     return measure_rows(found, worker_object(index_holder), rule, stock_ids)
+
+
+def _decontam_assemble(
+    index_holder: list[Any], rule: ContaminationRule, block: Any, start: int, measured: Any
+) -> tuple:
+    """One block's result from its rows' measurements (rows numbered in the whole table)."""
+    found = as_frame(measured)
+    found = found.with_columns((pl.col("row") - start).cast(found.schema["row"]))
+    result = decontamination_result(as_frame(block), found, rule, worker_object(index_holder))
+    return block_outputs(result)

@@ -19,13 +19,14 @@ NumPy columns.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import polars as pl
 import xxhash
 
-from curation.dedup.clusters import check_input, reference_mask, representatives, split_clusters
+from curation.dedup.clusters import check_input, reference_mask, representatives
 from curation.dedup.exact import exact_dedup, group_keys
 from curation.dedup.near import (
     MASK32,
@@ -39,10 +40,14 @@ from curation.dedup.near import (
 from curation.dedup.normalize import mix64, shingle_text
 from curation.sorted_sets import sorted_unique
 from lake.ray_executor import (
+    BlockResult,
+    Blocks,
     RayExecutor,
     as_frame,
     as_returns,
+    block_outputs,
     concat_columns,
+    cut_frame,
     operator_params,
     split_by_block,
     split_columns,
@@ -55,54 +60,69 @@ Columns = dict[str, np.ndarray]
 # -- exact dedup -----------------------------------------------------------------------------
 
 
-def exact_dedup_on_cluster(ex: RayExecutor, step: Step, frame: pl.DataFrame) -> StepResult:
-    """`exact_dedup` with the normalization mapped over blocks and the groups found by a
-    shuffle on the normalized text's hash."""
+def exact_dedup_on_cluster(ex: RayExecutor, step: Step, table: Blocks) -> BlockResult:
+    """`exact_dedup` with the normalization mapped over blocks, the groups found by a
+    shuffle on the normalized text's hash, the representatives' ids fetched from their
+    blocks, and each block's kept and dropped rows assembled where the block is."""
     params = operator_params(exact_dedup, step.params)
     text_column, id_column = params["text_column"], params["id_column"]
     reference_columns = list(params["reference_columns"])
-    check_input(frame, text_column, id_column)
-    if frame.height == 0:
-        return exact_dedup(frame, **step.params)
-    p = ex.num_partitions
-    columns = [text_column, *(c for c in reference_columns if c in frame.columns)]
+    check_input(table.empty(), text_column, id_column)
+    if table.height == 0:
+        return ex.put_result(exact_dedup(table.empty(), **step.params))
+    p, nb, starts = ex.num_partitions, len(table.refs), table.starts
     with ex.stage(step.name, "normalize and hash"):
-        blocks = ex.put_blocks(frame, columns)
         mapped = [
-            ex.call(_exact_keys, p, b.ref, b.start, text_column, reference_columns, p)
-            for b in blocks
+            ex.call(
+                _exact_keys, p, ref, int(starts[b]), text_column, id_column, reference_columns, p
+            )
+            for b, ref in enumerate(table.refs)
         ]
     with ex.stage(step.name, "group by normalized text"):
-        groups = ex.get(
-            [ex.remote(_exact_groups).remote(*[m[q] for m in mapped]) for q in range(p)]
-        )
+        groups = [ex.call(_exact_groups, 1 + nb, starts, *[m[q] for m in mapped]) for q in range(p)]
+        clusters = sum(ex.get([g[0] for g in groups]))
     with ex.stage(step.name, "assemble"):
-        found = concat_columns(groups)
-        order = np.argsort(found["row"], kind="stable")
-        labels = np.arange(frame.height, dtype=np.int64)
-        labels[found["row"]] = found["rep"]
-        has_ref = reference_mask(frame, reference_columns)
-        kept, dropped, _ = split_clusters(
-            frame, labels, has_ref, id_column=id_column, reason="exact_duplicate", prefix="exact:"
-        )
-        if dropped.height:
-            keys = [format(int(k), "016x") for k in found["exact_key"][order]]
-            dropped = dropped.with_columns(pl.Series("exact_key", keys, pl.String))
-    stats = {
-        "rows_in": frame.height,
-        "rows_out": kept.height,
-        "dropped": dropped.height,
-        "clusters_with_duplicates": int((np.bincount(labels) > 1).sum()),
+        named = [
+            ex.call(
+                _with_rep_ids,
+                nb,
+                ref,
+                int(starts[b]),
+                id_column,
+                starts,
+                *[g[1 + b] for g in groups],
+            )
+            for b, ref in enumerate(table.refs)
+        ]
+        outs = [
+            ex.call(_exact_assemble, 3, ref, int(starts[b]), *[n[b] for n in named])
+            for b, ref in enumerate(table.refs)
+        ]
+        result = ex.collect(outs, stats={})
+    result.stats = {
+        "rows_in": table.height,
+        "rows_out": result.kept.height,
+        "dropped": result.dropped.height,
+        "clusters_with_duplicates": int(clusters),
     }
-    return StepResult(kept=kept, dropped=dropped, stats=stats)
+    return result
 
 
 def _exact_keys(
-    block: Any, start: int, text_column: str, reference_columns: list[str], parts: int
+    block: Any,
+    start: int,
+    text_column: str,
+    id_column: str,
+    reference_columns: list[str],
+    parts: int,
 ) -> Any:
     """Per row: the normalized text's hash (the group key `exact_dedup` uses), whether it has
     a reference, and `exact_key` (xxh3-64 of the normalized text), cut by key."""
     block = as_frame(block)
+    nulls = block.get_column(id_column).is_null()
+    if nulls.any():  # `check_input`'s message, with the row's number in the whole table
+        at = start + int(nulls.arg_max() or 0)
+        raise ValueError(f"dedup input column {id_column!r} is null at row {at}")
     norm = shingle_text(block.get_column(text_column))
     key = group_keys(norm)
     columns = {
@@ -116,31 +136,106 @@ def _exact_keys(
     return as_returns(split_columns(columns, (key % np.uint64(parts)).astype(np.int64), parts))
 
 
-def _exact_groups(*parts: Columns) -> Columns:
-    """Rows of one key partition: the non-representative rows with their representative."""
+def _exact_groups(starts: np.ndarray, *parts: Columns) -> tuple:
+    """Rows of one key partition: how many groups have duplicates, and the
+    non-representative rows with their representative, group size and `exact_key`, cut by
+    the block of the representative (which knows its id)."""
     cols = concat_columns(parts)
     cols = {k: v[np.argsort(cols["row"], kind="stable")] for k, v in cols.items()}
     _, labels = np.unique(cols["key"], return_inverse=True)
-    rep = representatives(labels.astype(np.int64), cols["has_ref"])
+    labels = labels.astype(np.int64)
+    rep = representatives(labels, cols["has_ref"])
+    sizes = np.bincount(labels)
     dropped = rep != np.arange(rep.size)
-    return {
+    found = {
         "row": cols["row"][dropped],
         "rep": cols["row"][rep[dropped]],
+        "size": sizes[labels[dropped]].astype(np.int64),
         "exact_key": cols["exact_key"][dropped],
     }
+    return (int((sizes > 1).sum()), *split_by_block(found, found["rep"], starts))
+
+
+def _with_rep_ids(
+    block: Any, start: int, id_column: str, starts: np.ndarray, *parts: Columns
+) -> Any:
+    """Duplicates whose representative is in this block, with the representative's id (as
+    the operator casts it), cut by the block of the duplicate."""
+    cols = concat_columns(parts)
+    ids = as_frame(block).get_column(id_column).cast(pl.String)
+    found = pl.DataFrame({k: v for k, v in cols.items() if k != "rep"}).with_columns(
+        ids.gather(cols["rep"] - start).alias("rep_id")
+    )
+    which = np.searchsorted(starts, cols["row"], side="right") - 1
+    return as_returns([f.to_arrow() for f in cut_frame(found, which, starts.size - 1)])
+
+
+def _exact_assemble(block: Any, start: int, *parts: Any) -> tuple:
+    """One block's kept rows and its duplicates (as `split_clusters` marks them, with
+    `exact_key`), in the block's order."""
+    frame = as_frame(block)
+    found = _stacked(parts).sort("row")
+    dropped = mark_duplicates(
+        frame,
+        found["row"].to_numpy() - start,
+        found["rep_id"],
+        found["size"].to_numpy(),
+        reason="exact_duplicate",
+        prefix="exact:",
+    )
+    if dropped.height:
+        keys = [format(int(k), "016x") for k in found["exact_key"].to_numpy()]
+        dropped = dropped.with_columns(pl.Series("exact_key", keys, pl.String))
+    kept = _kept_rows(frame, found["row"].to_numpy() - start)
+    return block_outputs(StepResult(kept=kept, dropped=dropped))
+
+
+def mark_duplicates(
+    frame: pl.DataFrame,
+    rows: np.ndarray,
+    rep_ids: pl.Series,
+    sizes: np.ndarray,
+    *,
+    reason: str,
+    prefix: str,
+    extra: dict[str, np.ndarray] | None = None,
+) -> pl.DataFrame:
+    """The dropped rows `split_clusters` makes, for duplicates at `rows` of `frame` whose
+    representatives (possibly in other blocks) have ids `rep_ids`."""
+    rep_ids = rep_ids.cast(pl.String)
+    return frame[rows].with_columns(
+        pl.lit(reason).alias("reason"),
+        (pl.lit(prefix) + rep_ids).alias("cluster_id"),
+        rep_ids.alias("duplicate_of"),
+        pl.Series("cluster_size", sizes, dtype=pl.Int64),
+        *[pl.Series(k, v) for k, v in (extra or {}).items()],
+    )
+
+
+def _kept_rows(frame: pl.DataFrame, dropped: np.ndarray) -> pl.DataFrame:
+    keep = np.ones(frame.height, dtype=np.bool_)
+    keep[dropped] = False
+    return frame[np.flatnonzero(keep)]
+
+
+def _stacked(parts: Sequence[Any]) -> pl.DataFrame:
+    frames = [as_frame(p) for p in parts]
+    full = [f for f in frames if f.height]
+    return pl.concat(full, how="vertical") if full else frames[0]
 
 
 # -- near dedup ------------------------------------------------------------------------------
 
 
-def near_dedup_on_cluster(ex: RayExecutor, step: Step, frame: pl.DataFrame) -> StepResult:
+def near_dedup_on_cluster(ex: RayExecutor, step: Step, table: Blocks) -> BlockResult:
     """`near_dedup` as a distributed plan (see the module docstring); `verify="exact"` (Python
     shingle sets) runs on the driver."""
     params = operator_params(near_dedup, step.params)
-    if frame.height < 2 or params["verify"] == "exact":
-        return near_dedup(frame, **step.params)
+    if table.height < 2 or params["verify"] == "exact":
+        return ex.on_driver(step, table)
     # The operator checks its parameters and derives the banding; one row costs nothing.
-    probe = near_dedup(frame.head(1), **step.params).stats
+    first = as_frame(ex.get(ex.remote(_head).remote(table.refs[0])))
+    probe = near_dedup(first, **step.params).stats
     settings = {
         "text_column": params["text_column"],
         "reference_columns": list(params["reference_columns"]),
@@ -155,13 +250,12 @@ def near_dedup_on_cluster(ex: RayExecutor, step: Step, frame: pl.DataFrame) -> S
     }
     threshold, verify = params["threshold"], params["verify"]
     use_answer = "answer" in settings["keep_apart"]
-    n, p = frame.height, ex.num_partitions
-    present = [c for c in settings["reference_columns"] if c in frame.columns]
+    n, p = table.height, ex.num_partitions
+    starts = table.starts
+    blocks = [(int(starts[b]), ref) for b, ref in enumerate(table.refs)]
 
     with ex.stage(step.name, "signatures and band keys"):
-        blocks = ex.put_blocks(frame, [settings["text_column"], *present])
-        starts = np.array([b.start for b in blocks] + [n], dtype=np.int64)
-        mapped = [ex.call(_near_block, 3 + 2 * p, b.ref, b.start, settings, p) for b in blocks]
+        mapped = [ex.call(_near_block, 3 + 2 * p, ref, start, settings, p) for start, ref in blocks]
         sigs = [m[0] for m in mapped]
         counts = np.array(ex.get([m[2] for m in mapped])).sum(axis=0)
     links_wanted = use_answer and counts[0] > 0 and counts[1] > 0
@@ -180,11 +274,11 @@ def near_dedup_on_cluster(ex: RayExecutor, step: Step, frame: pl.DataFrame) -> S
             else [[_empty_pairs_ref(ex)] * nb for _ in range(p)]
         )
     with ex.stage(step.name, "verify pairs (two signature exchanges)"):
-        first = [
+        first_ends = [
             ex.call(
                 _pairs_first_end,
                 1 + 2 * nb,
-                blocks[j].start,
+                blocks[j][0],
                 starts,
                 len(same),
                 sigs[j],
@@ -194,19 +288,19 @@ def near_dedup_on_cluster(ex: RayExecutor, step: Step, frame: pl.DataFrame) -> S
             )
             for j in range(nb)
         ]
-        candidates = np.array(ex.get([f[0] for f in first])).sum(axis=0)
+        candidates = np.array(ex.get([f[0] for f in first_ends])).sum(axis=0)
         second = [
             ex.call(
                 _pairs_second_end,
                 3,
-                blocks[k].start,
+                blocks[k][0],
                 threshold,
                 verify,
                 nb,
                 sigs[k],
                 mapped[k][1],
-                *[f[1 + k] for f in first],
-                *[f[1 + nb + k] for f in first],
+                *[f[1 + k] for f in first_ends],
+                *[f[1 + nb + k] for f in first_ends],
             )
             for k in range(nb)
         ]
@@ -229,13 +323,16 @@ def near_dedup_on_cluster(ex: RayExecutor, step: Step, frame: pl.DataFrame) -> S
         finals = [
             ex.call(_final_labels, p, remaps[t], p, *[b[t] for b in by_label]) for t in range(p)
         ]
-        clusters = [ex.call(_clusters, 1 + nb, starts, *[f[t] for f in finals]) for t in range(p)]
+        clusters = [
+            ex.call(_clusters, 1 + 2 * nb, starts, *[f[t] for f in finals]) for t in range(p)
+        ]
+        with_duplicates = sum(ex.get([c[0] for c in clusters]))
     with ex.stage(step.name, "similarity to the representative"):
         sim_first = [
             ex.call(
                 _pairs_first_end,
                 1 + 2 * nb,
-                blocks[j].start,
+                blocks[j][0],
                 starts,
                 len(clusters),
                 sigs[j],
@@ -249,7 +346,7 @@ def near_dedup_on_cluster(ex: RayExecutor, step: Step, frame: pl.DataFrame) -> S
             ex.call(
                 _pairs_second_end,
                 3,
-                blocks[k].start,
+                blocks[k][0],
                 -1.0,
                 "none",
                 nb,
@@ -260,37 +357,43 @@ def near_dedup_on_cluster(ex: RayExecutor, step: Step, frame: pl.DataFrame) -> S
             )
             for k in range(nb)
         ]
-        members = concat_columns(ex.get([c[0] for c in clusters]))
-        similar = concat_columns(ex.get([s[0] for s in sim]))
     with ex.stage(step.name, "assemble"):
-        final = np.arange(n, dtype=np.int64)
-        final[members["vertex"]] = members["label"]
-        estimate = np.zeros(n, dtype=np.float32)
-        estimate[similar["a"]] = similar["agreement"]
-        kept, dropped, _ = split_clusters(
-            frame,
-            final,
-            reference_mask(frame, settings["reference_columns"]),
-            id_column=params["id_column"],
-            reason="near_duplicate",
-            prefix="near:",
-            extra={"jaccard_estimate": estimate},
-        )
-    stats = {
+        named = [
+            ex.call(_similar_with_rep_ids, nb, ref, start, params["id_column"], starts, sim[k][0])
+            for k, (start, ref) in enumerate(blocks)
+        ]
+        outs = [
+            ex.call(
+                _near_assemble,
+                3,
+                ref,
+                start,
+                len(clusters),
+                *[c[1 + nb + j] for c in clusters],
+                *[s[j] for s in named],
+            )
+            for j, (start, ref) in enumerate(blocks)
+        ]
+        result = ex.collect(outs, stats={})
+    result.stats = {
         "rows_in": n,
-        "rows_out": kept.height,
-        "dropped": dropped.height,
+        "rows_out": result.kept.height,
+        "dropped": result.dropped.height,
         "bands": settings["bands"],
         "rows_per_band": settings["rows"],
         "threshold": threshold,
         "candidate_pairs": int(candidates[0] + candidates[1]),
         "verified_pairs": int(verified[0] + verified[1]),
-        "clusters_with_duplicates": int((np.bincount(final) > 1).sum()),
+        "clusters_with_duplicates": int(with_duplicates),
         "answerless_clusters_attached": int(attached),
         "answerless_clusters_ambiguous": int(ambiguous),
         "keep_apart": list(params["keep_apart"]),
     }
-    return StepResult(kept=kept, dropped=dropped, stats=stats)
+    return result
+
+
+def _head(block: Any) -> Any:
+    return block.slice(0, 1) if hasattr(block, "slice") else as_frame(block).head(1)
 
 
 def _near_block(block: Any, start: int, s: dict[str, Any], parts: int) -> Any:
@@ -552,18 +655,66 @@ def _final_labels(remap: Columns, parts: int, *routed: Columns) -> Any:
 
 
 def _clusters(starts: np.ndarray, *parts: Columns) -> Any:
-    """Clusters of one final-label partition: every member with its label, and each
-    non-representative with its representative (cut by block, to fetch signatures)."""
+    """Clusters of one final-label partition: how many have duplicates, each
+    non-representative with its representative (cut by the block of the non-representative,
+    to fetch signatures), and each non-representative's cluster size (cut the same way)."""
     cols = concat_columns(parts)
     _, first = np.unique(cols["vertex"], return_index=True)  # a target may come twice
     cols = {k: v[first] for k, v in cols.items()}
     _, labels = np.unique(cols["label"], return_inverse=True)
-    rep = representatives(labels.astype(np.int64), cols["has_ref"])
+    labels = labels.astype(np.int64)
+    rep = representatives(labels, cols["has_ref"])
+    sizes = np.bincount(labels)
     vertex = cols["vertex"]
-    member = {"vertex": vertex, "label": cols["label"]}
     moved = rep != np.arange(rep.size)
     pairs = {"pair": pack_ordered(vertex[moved], vertex[rep[moved]])}
-    return (member, *split_by_block(pairs, vertex[moved], starts))
+    member = {"row": vertex[moved], "size": sizes[labels[moved]].astype(np.int64)}
+    return (
+        int((sizes > 1).sum()),
+        *split_by_block(pairs, vertex[moved], starts),
+        *split_by_block(member, vertex[moved], starts),
+    )
+
+
+def _similar_with_rep_ids(
+    block: Any, start: int, id_column: str, starts: np.ndarray, similar: Columns
+) -> Any:
+    """(duplicate, representative) pairs whose representative is in this block, with its id
+    and the signature agreement, cut by the block of the duplicate."""
+    ids = as_frame(block).get_column(id_column).cast(pl.String)
+    found = pl.DataFrame(
+        {
+            "row": similar["a"],
+            "rep_id": ids.gather(similar["b"] - start),
+            "agreement": similar["agreement"],
+        }
+    )
+    which = np.searchsorted(starts, similar["a"], side="right") - 1
+    return as_returns([f.to_arrow() for f in cut_frame(found, which, starts.size - 1)])
+
+
+def _near_assemble(block: Any, start: int, partitions: int, *parts: Any) -> tuple:
+    """One block's kept rows and its near duplicates (as `split_clusters` marks them, with
+    `jaccard_estimate`), in the block's order: their cluster sizes from each label
+    partition, then their representatives' ids and similarities from each block."""
+    frame = as_frame(block)
+    members = concat_columns(parts[:partitions])
+    order = np.argsort(members["row"], kind="stable")
+    rows, sizes = members["row"][order], members["size"][order]
+    similar = _stacked(parts[partitions:]).sort("row")
+    if not np.array_equal(similar["row"].to_numpy(), rows):
+        raise RuntimeError("near dedup: the cluster members and their similarities disagree")
+    dropped = mark_duplicates(
+        frame,
+        rows - start,
+        similar["rep_id"],
+        sizes,
+        reason="near_duplicate",
+        prefix="near:",
+        extra={"jaccard_estimate": similar["agreement"].to_numpy().astype(np.float32)},
+    )
+    kept = _kept_rows(frame, rows - start)
+    return block_outputs(StepResult(kept=kept, dropped=dropped))
 
 
 # -- small pieces ----------------------------------------------------------------------------

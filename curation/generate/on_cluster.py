@@ -14,11 +14,9 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-import polars as pl
-
 from curation.generate.backends import make_backend
-from lake.ray_executor import RayExecutor
-from lake.steps import Executor, Step, StepResult
+from lake.ray_executor import BlockResult, Blocks, RayExecutor
+from lake.steps import Executor, Step
 
 
 def generation_backend_factory(
@@ -36,13 +34,19 @@ def generation_backend_factory(
     )
 
 
-def sampling_on_cluster(ex: RayExecutor, step: Step, frame: pl.DataFrame) -> StepResult:
-    """A sampling step on the driver (its cache and commits are the lake's), generating on
-    the cluster: one engine per worker, built by the sampler's backend or the step's own
-    `backend_factory`."""
+def sampling_on_cluster(ex: RayExecutor, step: Step, table: Blocks) -> BlockResult:
+    """A sampling step on the driver (its cache and commits are the lake's), over the rows
+    gathered there, generating on the cluster: one engine per worker, built by the sampler's
+    backend or the step's own `backend_factory`."""
+    with ex.stage(step.name, "on the driver, generating on the workers"):
+        result = step.run(ex.gather(table), **{**step.params, "backend_factory": factory(ex, step)})
+        return ex.put_result(result)
+
+
+def factory(ex: RayExecutor, step: Step) -> Callable[[str], Any]:
+    """The backend factory a sampling step uses on the cluster."""
     sampler = step.params["sampler"]
     engine_factory = step.params.get("backend_factory") or functools.partial(
         make_backend, sampler.backend, **(sampler.backend_options or {})
     )
-    factory = ex.generation_backend(engine_factory, name=sampler.backend)
-    return step.run(frame, **{**step.params, "backend_factory": factory})
+    return ex.generation_backend(engine_factory, name=sampler.backend)
