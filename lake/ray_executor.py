@@ -29,10 +29,11 @@ Generation uses Ray Data's actor pool (`map_batches` over a callable class with
 `concurrency`): one engine per worker, loaded once, completions streamed back to the driver as
 they finish (`generation_backend`).
 
-Driver memory: beyond the input frame (which the `Executor` protocol hands over) and the
-result frames, the driver holds only object references (O(blocks x partitions)), per-stage
-counts, and whatever a plan gathers to assemble its result (for dedup: a label per row
-in a cluster and a float per dropped row; never signatures, band keys or edge lists).
+Driver memory: over a lake version (`run_all`) the driver holds no table; handed a frame
+(`run`, one step), it holds that frame and the result frames. Beyond those it holds only
+object references (O(blocks x partitions)), per-stage counts, and whatever a plan gathers
+to assemble its result (for dedup: a label per row in a cluster and a float per dropped
+row; never signatures, band keys or edge lists).
 `stages` records each stage's wall time and the driver's peak RSS (bench/ray_executor.py).
 
 Workers need the cascade package installed (same version as the driver). Credentials for a
@@ -81,13 +82,15 @@ rows, ~250-byte prompts):
   and per-partition counts, then the cluster labels and similarities of the dropped rows
   (12 B per clustered row) to assemble the result.
 
-With today's `Executor` protocol `run_steps` reads the whole input into the driver and
-commits the kept rows from there, which bounds a step by the driver's memory (the bench's 1M
-prompts took 1.9-3.5 GiB of driver RSS per step, so 1B rows would need terabytes): past
-~50M rows per step, the executor should read
-the input version's Parquet files on the workers (`Lake.files`) and return the kept rows and
-drops as `lake.storage.DataFiles` written by the workers, which `commit_many` registers in one
-transaction (tests/test_lake_remote.py registers worker-written files this way).
+`run_steps` over a lake version hands the whole step list to `run_all`: the workers read the
+version's Parquet files, run every step, check the accounting on hash partitions of the
+keys, and write the kept rows and the drops as data files cut as the lake's own writer cuts
+them; the driver then registers those files in one transaction (`commit_many`). The table
+never passes through the driver, except for a step that runs there (one holding the lake:
+generation, difficulty measurements and joins, `disjoint_from`), which gathers the rows it
+starts from. Rows read from source files (`Rows`) are still read on the driver first.
+Measured on 1M rows (bench/ray_executor.py --whole): the driver's RSS did not grow during
+the run (the local executor's grew by 1.9 GiB), and the hashes were equal.
 
 A 10M-response generation job on N nodes with G GPUs each (say 1.25M prompts x k=8): one
 Ray Data actor per engine (N x G / tensor-parallel size engines), each loading the teacher

@@ -313,3 +313,45 @@ def test_ray_workers_write_parquet_to_the_bucket_and_the_driver_commits(remote) 
     assert info.rows == 4000
     lake.verify_hash(info.ref)
     assert lake.sql("SELECT count(DISTINCT uid) FROM from_workers").fetchone()[0] == 4000
+
+
+@needs_ray
+@pytest.mark.slow
+def test_steps_on_the_cluster_read_and_write_the_bucket_and_match_a_local_run(remote) -> None:
+    """`run_steps` with the Ray executor over a version of the shared lake: the workers read
+    the version from the bucket, run the steps and write the kept rows and drops there; the
+    driver commits them. The output and its drops are the local executor's."""
+    from curation.cluster_plans import CLUSTER_PLANS
+    from curation.dedup import exact_dedup, near_dedup
+    from lake.ray_executor import RayExecutor
+    from lake.steps import Step, run_steps
+
+    lake, s3 = remote
+    copies = prompts(300).with_columns(uid=pl.concat_str(pl.lit("copy:"), "uid"))
+    lake.commit("corpus", pl.concat([prompts(1500), copies]), kind="prompts")
+    steps = [
+        Step("exact_dedup", exact_dedup, {"id_column": "uid"}, partition="normalized_text"),
+        Step("near_dedup", near_dedup, {"id_column": "uid"}, partition="lsh_bands"),
+    ]
+    local = run_steps(lake, "corpus", steps, out="local_out", producer="t")
+    with ray_cluster(num_cpus=2) as cluster:
+        executor = RayExecutor(address=cluster.address, plans=CLUSTER_PLANS, block_rows=400)
+        executor.connect()
+        clustered = run_steps(lake, "corpus", steps, out="ray_out", producer="t", executor=executor)
+        stages = {(s.step, s.stage) for s in executor.stages}
+        executor.close()
+    assert {("input", "read on the workers"), ("output", "write on the workers")} <= stages
+    assert local.funnel[0].dropped == {"exact_duplicate": 300}
+    assert clustered.output.content_hash == local.output.content_hash
+    assert [(f.step, f.rows_out, f.dropped) for f in clustered.funnel] == [
+        (f.step, f.rows_out, f.dropped) for f in local.funnel
+    ]
+    assert clustered.output.rows == local.output.rows
+    assert all(f.startswith(f"s3://{s3.bucket}/") for f in lake.files(clustered.output.ref))
+    drops = "SELECT uid, step, reason, detail FROM drops WHERE output_table = '{}' ORDER BY ALL"
+    assert (
+        lake.sql(drops.format("ray_out")).fetchall()
+        == lake.sql(drops.format("local_out")).fetchall()
+    )
+    assert len(lake.sql(drops.format("ray_out")).fetchall()) == 1800 - local.output.rows
+    _consistent(lake)
