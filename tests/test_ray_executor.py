@@ -39,7 +39,7 @@ from builders.runner import build_dataset
 from cli.executors import executor_from_options
 from curation.benchmarks import load_benchmarks
 from curation.cluster_plans import CLUSTER_PLANS
-from curation.decontaminate import decontaminate
+from curation.decontaminate import BenchmarkIndex, decontaminate
 from curation.decontaminate.scan import decontamination_scope
 from curation.dedup import exact_dedup, near_dedup
 from lake.catalog import Lake
@@ -241,6 +241,30 @@ def test_200k_rows_give_the_same_kept_drops_and_hash(
     assert by_step["exact_dedup"].dropped["exact_duplicate"] > 10_000
     assert by_step["near_dedup"].dropped["near_duplicate"] > 10_000
     assert by_step["near_dedup"].stats["answerless_clusters_attached"] > 0
+
+
+def test_each_prebuilt_benchmark_index_is_the_one_shared(ray_executor: RayExecutor) -> None:
+    """A step handed a built `BenchmarkIndex` scans with that index on the workers: two
+    indexes built one after the other (the first freed) give each its own local result."""
+    frame = synthetic_prompts(4_000, seed=3)
+    dropped = []
+    for name in ("aime24", "math500"):
+        index = BenchmarkIndex.build(
+            load_benchmarks([str(SHARED / "benchmarks" / f"{name}.jsonl")]), 9
+        )
+        step = Step(
+            "decontaminate",
+            decontaminate,
+            {"benchmarks": index, "n": 9},
+            scope=decontamination_scope("boilerplate-aware"),
+        )
+        local = LocalExecutor().run(step, frame)
+        clustered = ray_executor.run(step, frame)
+        assert clustered.kept.equals(local.kept)
+        assert clustered.dropped.equals(local.dropped)
+        dropped.append(set(local.dropped["uid"]))
+        del index, step
+    assert dropped[0] and dropped[0] != dropped[1]
 
 
 # -- faults ----------------------------------------------------------------------------------

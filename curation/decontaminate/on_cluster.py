@@ -40,13 +40,14 @@ def decontaminate_on_cluster(ex: RayExecutor, step: Step, table: Blocks) -> Bloc
     n = params["n"]
     benchmarks = params["benchmarks"]
     with ex.stage(step.name, "index"):
+        # An index is known by what it was built from (the benchmarks' hashes and n).
         if isinstance(benchmarks, BenchmarkIndex):
-            index = benchmarks
-            index_ref = ex.shared(("index", id(benchmarks)), lambda: benchmarks)
+            key = ("index", tuple(b.content_hash for b in benchmarks.benchmarks), benchmarks.n)
+            index = ex.memo(key, lambda: benchmarks)
         else:
             key = ("index", tuple(b.content_hash for b in benchmarks), n)
             index = ex.memo(key, lambda: BenchmarkIndex.build(benchmarks, n))
-            index_ref = ex.shared(key, lambda: index)
+        index_ref = ex.shared(key, lambda: index)
     # The operator checks the input and the parameters (on no rows it scans nothing).
     empty = decontaminate(table.empty(), **{**step.params, "benchmarks": index})
     if table.height == 0:
