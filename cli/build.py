@@ -21,7 +21,7 @@ from builders.recipes import RECIPES, recipe_named
 from builders.runner import BuildError, build_dataset, parse_overrides, recipe_steps
 from cli.app import app
 from cli.console import CascadeError, console, err_console, open_lake, plain, state
-from cli.executors import executor_session
+from cli.executors import EXECUTOR_OPTION, RAY_ADDRESS_OPTION, executor_session
 from curation.ingest import IngestError, parse_mapping
 from lake.catalog import LakeError
 from lake.steps import StepError
@@ -51,15 +51,8 @@ def build_dataset_command(
     out: str = typer.Option(
         None, "--out", help="Output table (default: the recipe's name), e.g. one per SWE sub-task."
     ),
-    executor: str = typer.Option(
-        "local", "--executor", help="local (this process) or ray (a Ray cluster)."
-    ),
-    ray_address: str = typer.Option(
-        None,
-        "--ray-address",
-        envvar="RAY_ADDRESS",
-        help="With --executor ray: the head's host:port (default: start Ray in this process).",
-    ),
+    executor: str = EXECUTOR_OPTION,
+    ray_address: str = RAY_ADDRESS_OPTION,
 ) -> None:
     """Run a recipe: ingest -> its steps -> a new dataset version + manifest."""
     try:

@@ -8,7 +8,7 @@ import typer
 
 from cli.app import app
 from cli.console import CascadeError, console, open_lake, plain
-from cli.executors import executor_session
+from cli.executors import EXECUTOR_OPTION, RAY_ADDRESS_OPTION, executor_session
 from cli.files import is_file_target, read_lake_table, read_rows, write_rows
 from curation.benchmarks import load_benchmarks
 from curation.decontaminate import (
@@ -58,15 +58,8 @@ def decontaminate_command(
     ),
     text_field: str = typer.Option("problem", "--text-field"),
     workers: int = typer.Option(None, "--workers", help="Threads (default: CPU count, max 4)."),
-    executor: str = typer.Option(
-        "local", "--executor", help="local (this process) or ray (a Ray cluster)."
-    ),
-    ray_address: str = typer.Option(
-        None,
-        "--ray-address",
-        envvar="RAY_ADDRESS",
-        help="With --executor ray: the head's host:port (default: start Ray in this process).",
-    ),
+    executor: str = EXECUTOR_OPTION,
+    ray_address: str = RAY_ADDRESS_OPTION,
 ) -> None:
     """Drop rows overlapping benchmark items; dropped rows say which item and n-gram."""
     if (input_ is None) == (table is None):

@@ -9,7 +9,7 @@ import typer
 
 from cli.app import app
 from cli.console import CascadeError, console, open_lake, plain
-from cli.executors import executor_session
+from cli.executors import EXECUTOR_OPTION, RAY_ADDRESS_OPTION, executor_session
 from cli.files import is_file_target, read_lake_table, read_rows, write_rows
 from curation.dedup import KEEP_APART_CHOICES, exact_dedup, near_dedup
 from lake.steps import Step, key_column, run_steps
@@ -46,15 +46,8 @@ def dedup_command(
     text_field: str = typer.Option("problem", "--text-field"),
     id_field: str = typer.Option("id", "--id-field"),
     no_near: bool = typer.Option(False, "--exact-only", help="Skip near-duplicate removal."),
-    executor: str = typer.Option(
-        "local", "--executor", help="local (this process) or ray (a Ray cluster)."
-    ),
-    ray_address: str = typer.Option(
-        None,
-        "--ray-address",
-        envvar="RAY_ADDRESS",
-        help="With --executor ray: the head's host:port (default: start Ray in this process).",
-    ),
+    executor: str = EXECUTOR_OPTION,
+    ray_address: str = RAY_ADDRESS_OPTION,
 ) -> None:
     """Drop exact then near duplicates; dropped rows carry cluster_id and duplicate_of."""
     if (input_ is None) == (table is None):

@@ -12,12 +12,26 @@ import contextlib
 import os
 from collections.abc import Iterator
 
+import typer
+
 from cli.console import CascadeError
 from curation.cluster_plans import CLUSTER_PLANS
 from lake.ray_executor import ClusterError, RayExecutor
 from lake.steps import Executor, LocalExecutor
 
 EXECUTORS = ("local", "ray")
+
+EXECUTOR_OPTION = typer.Option(
+    "local", "--executor", help="local (this process) or ray (a Ray cluster)."
+)
+RAY_ADDRESS_OPTION = typer.Option(
+    None,
+    "--ray-address",
+    envvar="RAY_ADDRESS",
+    help="With --executor ray: the head's host:port (default: start Ray in this process).",
+)
+"""The two options every command that runs steps takes (build, decontaminate, dedup, verify,
+generate)."""
 
 
 def executor_from_options(name: str = "local", address: str | None = None) -> Executor:

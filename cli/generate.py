@@ -9,7 +9,7 @@ import typer
 
 from cli.app import app
 from cli.console import CascadeError, console, err_console, open_lake, plain, state
-from cli.executors import executor_session
+from cli.executors import EXECUTOR_OPTION, RAY_ADDRESS_OPTION, executor_session
 from curation.generate import (
     BACKENDS,
     BackendError,
@@ -108,15 +108,8 @@ def generate_command(
     ),
     json_: bool = typer.Option(False, "--json", help="Print the report as one JSON line."),
     progress: bool = typer.Option(True, "--progress/--no-progress"),
-    executor: str = typer.Option(
-        "local", "--executor", help="local (this process) or ray (a Ray cluster)."
-    ),
-    ray_address: str = typer.Option(
-        None,
-        "--ray-address",
-        envvar="RAY_ADDRESS",
-        help="With --executor ray: the head's host:port (default: start Ray in this process).",
-    ),
+    executor: str = EXECUTOR_OPTION,
+    ray_address: str = RAY_ADDRESS_OPTION,
 ) -> None:
     """Generate k teacher responses per prompt and mode; re-runs compute only what is missing."""
     if backend not in BACKENDS:

@@ -9,7 +9,7 @@ import typer
 
 from cli.app import app
 from cli.console import CascadeError, console, open_lake, plain
-from cli.executors import executor_session
+from cli.executors import EXECUTOR_OPTION, RAY_ADDRESS_OPTION, executor_session
 from cli.files import is_file_target, read_lake_table, read_rows, write_rows
 from curation.generate.references import join_references
 from curation.verify.table import KINDS, verify_frame, verify_step
@@ -58,15 +58,8 @@ def verify_command(
         "--reference-field",
         help="Default: answer (math), tests (code), instruction_id_list (if), patch (swe).",
     ),
-    executor: str = typer.Option(
-        "local", "--executor", help="local (this process) or ray (a Ray cluster)."
-    ),
-    ray_address: str = typer.Option(
-        None,
-        "--ray-address",
-        envvar="RAY_ADDRESS",
-        help="With --executor ray: the head's host:port (default: start Ray in this process).",
-    ),
+    executor: str = EXECUTOR_OPTION,
+    ray_address: str = RAY_ADDRESS_OPTION,
 ) -> None:
     """Verify responses; keeps every input column and adds passed, score and detail."""
     if kind not in KINDS:
