@@ -22,6 +22,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from test_lake import _assert_consistent, _writer  # type: ignore[import-not-found]
 from test_ray_servers import (  # type: ignore[import-not-found]
     Postgres,
     S3Store,
@@ -82,12 +83,6 @@ def remote(servers: tuple[Postgres, S3Store], tmp_path: Path, monkeypatch: pytes
 
 def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT)}
-
-
-def _consistent(lake: Lake) -> None:
-    for info in lake._rows():
-        assert lake.read(info.ref).num_rows == info.rows
-        lake.verify_hash(info.ref)
 
 
 def test_versions_hashes_and_time_travel_on_postgres_and_s3(remote) -> None:
@@ -166,41 +161,11 @@ def test_a_plain_duckdb_client_opens_the_lake(remote) -> None:
     assert out.stdout.split() == ["9", "3"]
 
 
-WRITER = textwrap.dedent(
-    """
-    import sys
-    import polars as pl
-    from lake.catalog import Lake
-    lake = Lake(sys.argv[1])
-    n = int(sys.argv[2])
-    frame = pl.DataFrame({"uid": [f"r{i}" for i in range(n)], "id": [f"r{i}" for i in range(n)],
-        "source": ["s"] * n, "source_id": ["0"] * n, "domain": ["math"] * n,
-        "problem": ["x" * 50] * n, "answer": ["1"] * n, "metadata": ["{}"] * n})
-    for _ in range(int(sys.argv[3])):
-        info = lake.commit("t", frame.to_arrow().to_batches(max_chunksize=5000), kind="prompts")
-        print("COMMITTED", info.version, flush=True)
-    """
-)
-
-
-def _writer(lake: Lake, rows: int, commits: int = 1, pause: str | None = None, **env: str):
-    environ = {**_env(), **env}
-    if pause:
-        environ["CASCADE_TEST_PAUSE_AT"] = pause
-    return subprocess.Popen(
-        [sys.executable, "-c", WRITER, str(lake.path), str(rows), str(commits)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=environ,
-    )
-
-
 @pytest.mark.parametrize("point", ["mid_write", "before_commit", "in_transaction", "after_commit"])
 def test_kill_9_mid_commit_leaves_old_or_new_version_on_object_storage(remote, point) -> None:
     lake, s3 = remote
     lake.commit("t", prompts(7), kind="prompts")
-    proc = _writer(lake, 20_000, pause=point)
+    proc = _writer(lake.path, 20_000, pause=point)
     line = proc.stdout.readline()
     assert line.startswith(f"PAUSED {point}"), proc.stderr.read()
     proc.send_signal(signal.SIGKILL)
@@ -208,7 +173,7 @@ def test_kill_9_mid_commit_leaves_old_or_new_version_on_object_storage(remote, p
     fresh = Lake(lake.path)
     versions = [v.version for v in fresh.versions("t")]
     assert versions == ([1, 2] if point == "after_commit" else [1])
-    _consistent(fresh)
+    _assert_consistent(fresh)
     assert fresh.read("t@1").num_rows == 7
     assert fresh.commit("t", prompts(3), kind="prompts").version == versions[-1] + 1
     # the killed writer's objects are invisible; gc removes them from the bucket
@@ -217,13 +182,13 @@ def test_kill_9_mid_commit_leaves_old_or_new_version_on_object_storage(remote, p
     fresh.remove_orphans(older_than=timedelta(0))
     base = fresh.data_path.removeprefix(f"s3://{s3.bucket}/")
     assert {k.removeprefix(base) for k in s3.keys(prefix)} == registered
-    _consistent(fresh)
+    _assert_consistent(fresh)
 
 
 def test_racing_writers_never_commit_the_same_version(remote) -> None:
     lake, _ = remote
     lake.commit("t", prompts(1), kind="prompts")
-    slow = _writer(lake, 100, pause="in_transaction", CASCADE_TEST_PAUSE_SECONDS="3")
+    slow = _writer(lake.path, 100, pause="in_transaction", CASCADE_TEST_PAUSE_SECONDS="3")
     try:
         assert slow.stdout.readline().startswith("PAUSED")
         fast = lake.commit("t", prompts(2), kind="prompts")  # lands while the other waits
@@ -234,24 +199,24 @@ def test_racing_writers_never_commit_the_same_version(remote) -> None:
     assert fast.version == 2
     assert "COMMITTED 3" in out  # DuckLake refused the paused commit; it retried on top of 2
     assert [v.version for v in lake.versions("t")] == [1, 2, 3]
-    _consistent(Lake(lake.path))
+    _assert_consistent(Lake(lake.path))
 
 
 def test_concurrent_committers_all_land_with_distinct_versions(remote) -> None:
     lake, _ = remote
-    procs = [_writer(lake, 2000, commits=4) for _ in range(3)]
+    procs = [_writer(lake.path, 2000, commits=4) for _ in range(3)]
     for proc in procs:
         out, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err
         assert out.count("COMMITTED") == 4
     assert [v.version for v in lake.versions("t")] == list(range(1, 13))
-    _consistent(lake)
+    _assert_consistent(lake)
 
 
 def test_readers_never_wait_for_a_writer(remote) -> None:
     lake, _ = remote
     lake.commit("t", prompts(7), kind="prompts")
-    proc = _writer(lake, 20_000, pause="in_transaction", CASCADE_TEST_PAUSE_SECONDS="120")
+    proc = _writer(lake.path, 20_000, pause="in_transaction", CASCADE_TEST_PAUSE_SECONDS="120")
     try:
         assert proc.stdout.readline().startswith("PAUSED in_transaction")
         started = time.monotonic()
@@ -354,4 +319,4 @@ def test_steps_on_the_cluster_read_and_write_the_bucket_and_match_a_local_run(re
         == lake.sql(drops.format("local_out")).fetchall()
     )
     assert len(lake.sql(drops.format("ray_out")).fetchall()) == 1800 - local.output.rows
-    _consistent(lake)
+    _assert_consistent(lake)
