@@ -37,6 +37,7 @@ from training.distributed import (
     grad_norm,
     init_distributed,
     make_engine,
+    optimizer_step,
 )
 from training.episode import Episode, group_advantages, has_signal
 from training.models import build_model, load_tokenizer, pick_attn_implementation
@@ -491,7 +492,7 @@ def update(
             sums["reverse_kl"] += float((logp.detach() - teacher_logp).sum())
         # `+ 0 * logits.sum()` keeps the graph when no token of this micro batch is trained.
         engine.backward((loss + 0.0 * logits.sum()) * (world / normalizer), scale_wrt_gas=False)  # type: ignore[attr-defined]
-        engine.step()  # type: ignore[attr-defined]
+        optimizer_step(engine)
         sums["loss"] += float(loss.detach())
         gap = (logp_all.detach() - batch.rollout_logp).abs()[batch.response]
         sums["logprob_gap"] += float(gap.sum())

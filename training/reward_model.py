@@ -39,6 +39,7 @@ from training.distributed import (
     grad_norm,
     init_distributed,
     make_engine,
+    optimizer_step,
 )
 from training.models import TINY_DEFAULTS, is_local_model, pick_attn_implementation
 from training.pair_data import PairStream, TokenizedPair, load_pairs, stage_pairs
@@ -122,7 +123,7 @@ def run_reward_model_stage(ctx: StageContext) -> StageResult:
                 # DeepSpeed averages gradients over ranks: scale so the result is the mean over
                 # every pair of the global batch.
                 engine.backward(loss * (world / len(pairs)), scale_wrt_gas=False)
-                engine.step()
+                optimizer_step(engine)
                 sums["loss"] += float(loss.detach())
                 sums["correct"] += float((margin.detach() > 0).sum())
                 sums["margin"] += float(margin.detach().sum())

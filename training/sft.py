@@ -28,6 +28,7 @@ from training.distributed import (
     grad_norm,
     init_distributed,
     make_engine,
+    optimizer_step,
 )
 from training.models import pick_attn_implementation
 from training.packing import Batch, collate, epoch_rows
@@ -208,7 +209,7 @@ def run_sft_stage(ctx: StageContext) -> StageResult:
                 # DeepSpeed averages gradients over ranks: scale so the result is the mean over
                 # every target token of the global batch.
                 engine.backward(per_token.sum() * (world / n_targets), scale_wrt_gas=False)
-                engine.step()
+                optimizer_step(engine)
                 loss_sum += float(per_token.detach().sum())
             last_loss = all_sum(loss_sum, device) / n_targets
             done = step + 1
