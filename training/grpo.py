@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import os
+import random
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -39,7 +40,7 @@ from training.distributed import (
     make_engine,
     optimizer_step,
 )
-from training.episode import Episode, group_advantages, has_signal
+from training.episode import Episode, group_advantages, has_signal, shuffle_rewards
 from training.models import build_model, load_tokenizer, pick_attn_implementation
 from training.policy_loss import grpo_loss_sum, mopd_loss_sum, token_entropy, token_weights
 from training.rewards import RewardModel, RewardPool, StageRewards, load_reward_model
@@ -143,6 +144,7 @@ def run_rl_stage(ctx: StageContext) -> StageResult:
         bf16=bf16,
         attn_implementation=attn,
         rollout_engine=stage.rollout.engine,
+        control=ctx.control,
     )
 
     # ================================================================ the loop =================
@@ -162,6 +164,9 @@ def run_rl_stage(ctx: StageContext) -> StageResult:
                 sync_weights(rollout, engine, stage)
             # --- prompts -> G rollouts each -> rewards (batch-level filtering refills) -----
             batch = collect_batch(stream, rollout, sampling, tokenizer, stage, pool, timer)
+            # --- a control run cuts the link between responses and rewards ----------------
+            if ctx.control == "shuffled-rewards":
+                shuffle_rewards(batch.episodes, random.Random(f"{stage.seed}:control:{step}"))
             # --- advantages: group z-scores over the episodes that are trained on ----------
             if grpo:
                 assign_advantages(batch.groups, stage.reward_shaping)
