@@ -17,6 +17,7 @@ satisfies.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from builders.runner import Build
@@ -123,3 +124,27 @@ def steps(params: dict[str, Any], build: Build) -> list[Step]:
             ),
         ]
     return recipe
+
+
+def toy_profile(workdir: Path, split: str = "rl") -> tuple[list[str], dict[str, Any]]:
+    """The toy world: short requests get 1-3 of the toy IFEval-taxonomy instructions,
+    decontaminated against the held-out requests and disjoint from `sft_general`; near
+    duplicates at 0.8 (two toy requests differ in one word, which 0.6 calls a duplicate)."""
+    from builders.toy_domains import TOY_INSTRUCTIONS
+    from builders.toy_profile import if_sources
+
+    other = "heldout" if split != "heldout" else "rl"
+    return [if_sources(workdir, split)], {
+        "benchmarks": [if_sources(workdir, other)],
+        "instruction_ids": list(TOY_INSTRUCTIONS),
+        "instructions_per_prompt": [1, 3],
+        "near_dup_threshold": 0.8,  # short templated requests differ in one word
+    }
+
+
+def toy_heldout_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
+    """The same recipe on requests no other split uses (the toy cascade's held-out set)."""
+    return toy_profile(workdir, "heldout")
+
+
+PROFILES = {"toy": toy_profile, "toy-heldout": toy_heldout_profile}
