@@ -7,7 +7,9 @@
 | `if_verifier`              | 1 if every instruction is followed, else 0                     |
 | `if_verifier+reward_model` | 1 + sigmoid(z) when the verifier passes (z: the reward model's |
 |                            | score z-normalized over the group), else 0                     |
-| `swe_patch_similarity`     | 1 same changes, 0 no-op, -1 unparsable, else similarity        |
+| `swe_patch_similarity`     | the SEARCH/REPLACE edits (else a ```diff block) applied to the |
+|                            | prompt's files: 1 same changes as the gold patch, 0 no-op, -1  |
+|                            | unparsable or unappliable, else the changed-line similarity    |
 | `reward_model`             | the reward model's score of the text after `</think>` (the    |
 |                            | whole output when `</think>` is missing)                      |
 
