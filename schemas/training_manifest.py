@@ -27,12 +27,14 @@ RL batches are spelled out: `prompts_per_step` prompts, `rollouts_per_prompt` re
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 LAKE_REF = re.compile(r"^[A-Za-z][A-Za-z0-9_]*@[1-9][0-9]*$")
+ENV_REF = re.compile(r"^env:([A-Za-z_][A-Za-z0-9_]*)$")
 CONTENT_HASH = re.compile(r"^[0-9a-f]{64}$")
 FILE_SUFFIXES = (".jsonl", ".parquet")
 TINY_RANDOM_ARCHS = ("qwen2", "qwen3", "llama")
@@ -323,6 +325,49 @@ REWARD_MODEL_FORMS = (
 )
 
 
+class PatchJudgeSpec(_Strict):
+    """The LLM judge of SWE RL's semantic reward (recipe 7.3: Kimi-Dev-72B asked whether a
+    patch is equivalent to the gold patch), behind any OpenAI-compatible chat server; see
+    `curation.verify.patch_judge`."""
+
+    base_url: str = Field(
+        description="the server's OpenAI-compatible URL ending in /v1, or `env:NAME` to read it "
+        "from that environment variable when training starts (refused while it is unset)"
+    )
+    model: str = Field(description="the model name the server serves")
+    api_key_env: str | None = Field(
+        None, description="environment variable holding the API key (None: no key is sent)"
+    )
+    max_tokens: int = Field(1024, gt=0, description="the judge's reply budget, reasoning included")
+    top_logprobs: int = Field(
+        5, ge=0, le=20, description="alternatives per token for P(YES); 0 = 1/0 from the text"
+    )
+    concurrency: int = Field(8, gt=0, description="judge requests in flight per reward worker")
+    timeout_s: float = Field(600.0, gt=0, description="seconds per judge request")
+
+    @field_validator("base_url")
+    @classmethod
+    def _url_form(cls, value: str) -> str:
+        if value.startswith(("http://", "https://")) or ENV_REF.match(value):
+            return value
+        raise ValueError(f"expected an http(s):// URL or env:NAME, got {value!r}")
+
+    def resolved_base_url(self) -> str:
+        """The URL itself, or the one in the environment variable `env:NAME` names; ValueError
+        (one sentence) while that variable is unset or not a URL."""
+        named = ENV_REF.match(self.base_url)
+        if named is None:
+            return self.base_url
+        value = os.environ.get(named[1], "").strip()
+        if not value.startswith(("http://", "https://")):
+            state = "is not set" if not value else f"is {value!r}, not an http(s):// URL"
+            raise ValueError(
+                f"the patch judge's base_url reads ${named[1]}, which {state}; set it to the "
+                f"/v1 URL of an OpenAI-compatible server serving {self.model}"
+            )
+        return value
+
+
 class GRPOStage(_RLStageBase):
     """Strict on-policy GRPO (recipe 7.1): group z-score advantages, one update per batch."""
 
@@ -334,10 +379,14 @@ class GRPOStage(_RLStageBase):
         "math_verifier",
         "code_tests",
         "swe_patch_similarity",
+        "swe_patch_judge",
     ]
     reward_model: str | None = Field(None, description=f"the reward model: {REWARD_MODEL_FORMS}")
     reward_model_batch_size: int = Field(
         8, gt=0, description="responses per reward-model forward (in-process scoring)"
+    )
+    patch_judge: PatchJudgeSpec | None = Field(
+        None, description="reward swe_patch_judge: the judge of patch equivalence"
     )
     code_switch_reward: float | Literal["batch_min_minus_10"] | None = Field(
         None,
@@ -370,6 +419,13 @@ class GRPOStage(_RLStageBase):
     def _grpo_consistent(self) -> GRPOStage:
         if "reward_model" in self.reward and not self.reward_model:
             raise ValueError(f"reward {self.reward!r} needs reward_model")
+        judged = self.reward == "swe_patch_judge"
+        if judged and self.patch_judge is None:
+            raise ValueError("reward 'swe_patch_judge' needs patch_judge (the judge's server)")
+        if self.patch_judge is not None and not judged:
+            raise ValueError(
+                f"patch_judge is read only by the swe_patch_judge reward, not by {self.reward!r}"
+            )
         if self.batch.rollouts_per_prompt < 2:
             raise ValueError("GRPO needs rollouts_per_prompt >= 2 (a group to compare within)")
         return self

@@ -28,6 +28,7 @@ REWARD_COLUMNS: dict[str, tuple[str, ...]] = {
     "if_verifier": ("instruction_id_list", "kwargs"),
     "if_verifier+reward_model": ("instruction_id_list", "kwargs"),
     "swe_patch_similarity": ("patch", "context_files", "context_contents"),
+    "swe_patch_judge": ("patch", "problem_statement", "context_files", "context_contents"),
     "reward_model": (),
 }
 
