@@ -192,6 +192,7 @@ def test_swe_rl_prompts_come_from_hard_instances(world) -> None:
     snap = Snapshot(repo_dir(common["repos_dir"], "acme/calc"), row["base_commit"])
     shown = dict(zip(row["context_files"], row["context_contents"], strict=True))
     assert shown == snap.read_many(row["context_files"])
+    assert row["problem_statement"] == f"[HARD] {ISSUE}"  # what the patch judge is shown
     columns = {k: [row[k]] for k in ("patch", "context_files", "context_contents")}
     scores = [
         swe_reward([row["prompt"]], [answer], **columns)[0]
