@@ -111,6 +111,21 @@ def plan(manifest: TrainingManifest, manifest_path: Path, only: str | None) -> l
     return chosen
 
 
+def check_endpoints(plans: list[StagePlan], manifest_path: Path) -> None:
+    """Every planned stage's `env:NAME` server URL is set, before anything trains (the shipped
+    recipe names its SWE patch judge that way until a server is up)."""
+    for p in plans:
+        judge = getattr(p.stage, "patch_judge", None)
+        if judge is None:
+            continue
+        try:
+            judge.resolved_base_url()
+        except ValueError as exc:
+            raise ManifestError(
+                f"{manifest_path}: stages[{p.stage.name}].patch_judge.base_url: {exc}"
+            ) from None
+
+
 @dataclass
 class VerifiedStage:
     """A stage's references after their hash check (done once, here)."""
@@ -163,6 +178,7 @@ def run_cascade(
     manifest = load_manifest(manifest_path)
     plans = plan(manifest, manifest_path, stage)
     checked = verify_data(plans, manifest_path, lake_path)
+    check_endpoints(plans, manifest_path)
     all_plans = plan(manifest, manifest_path, None)
     finals_by_name = {p.stage.name: p.stage_dir / "final" for p in all_plans}
     finals: list[Path] = []
