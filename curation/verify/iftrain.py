@@ -209,21 +209,24 @@ def _start_end(response: str) -> bool:
     )
 
 
+def _first_word(text: str) -> str:
+    """The first word, punctuation aside (a *** divider or a bullet mark is no word)."""
+    words = (strip_punctuation(w) for w in text.split())
+    return next((w.lower() for w in words if w), "")
+
+
 @_checker("first_word:first_word_sent")
 def _first_word_sent(response: str, first_word: str) -> bool:
     """Every sentence starts with `first_word`."""
     sentences = split_sentences(response)
     target = first_word.strip().lower()
-    return bool(sentences) and all(
-        s.split() and strip_punctuation(s.split()[0]).lower() == target for s in sentences
-    )
+    return bool(sentences) and all(_first_word(s) == target for s in sentences)
 
 
 @_checker("first_word:first_word_answer")
 def _first_word_answer(response: str, first_word: str) -> bool:
     """The response starts with `first_word`."""
-    words = response.split()
-    return bool(words) and strip_punctuation(words[0]).lower() == first_word.strip().lower()
+    return _first_word(response) == first_word.strip().lower()
 
 
 def _last_word(text: str) -> str:
