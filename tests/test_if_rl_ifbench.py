@@ -224,3 +224,20 @@ def test_if_rl_ifbench_step_list_without_loading_anything() -> None:
     attach = recipe_steps(if_rl_ifbench)[-1]
     assert attach.params["taxonomy"] == "iftrain" and attach.params["per_prompt"] == [1, 5]
     assert recipe_steps(if_rl)[-1].params["per_prompt"] == [1, 10]
+
+
+def test_a_grpo_stage_fails_on_an_instruction_id_it_cannot_decide() -> None:
+    """The stage's reward raises naming the row and the id (it used to give None to every
+    rollout, which the trainer skipped: an IF-RLVR stage trained on nothing, silently)."""
+    from tests.test_grpo_rewards import episodes, prompt, stage
+    from training.rewards import StageRewards
+
+    scorer = StageRewards(stage("if_verifier"))
+    ids = ["punctuation:punctuation_dot", "keywords:palindrome"]
+    good = prompt("Say hi.", uid="src:3", instruction_id_list=ids, kwargs="[{}, {}]")
+    eps = episodes("Wow a kayak", "A kayak.", "Hi")
+    scorer.score_group(good, eps)
+    assert [e.reward for e in eps] == [1.0, 0.0, 0.0]
+    unknown = prompt("Say hi.", uid="src:4", instruction_id_list=["keywords:rhyme"], kwargs="[{}]")
+    with pytest.raises(ValueError, match=r"row 0 \(uid 'src:4'\): unknown instruction id 'key"):
+        scorer.score_group(unknown, episodes("Hi", "Hello"))
