@@ -61,6 +61,7 @@ __all__ = [  # the query guard is part of the viewer's Python API
     "check_read_only",
     "make_server",
     "read_only_connection",
+    "run_query",
     "serve_command",
 ]
 

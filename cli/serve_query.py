@@ -8,11 +8,13 @@ enough on its own for what it covers:
   (its syntax tree, from `json_serialize_sql`) every table function must be one that only reads
   (`sqlite_query`, `ducklake_expire_snapshots`, `query(...)` and the like are refused).
 - the connection is a DuckDB instance of its own: the catalog attached READ_ONLY, extensions
-  neither installed nor autoloaded, persistent secrets not loaded; then every file is barred
+  neither installed nor autoloaded, no persistent secret loaded; then every file is barred
   except the lake's own data files (`allowed_paths`, exact files: no directory can be listed
   and no new file created), and the configuration is locked. DuckDB's allowed paths do not
-  tell reading from writing, which is why the parser layer must refuse every statement that
-  writes.
+  tell reading from writing: a local data file survives a COPY onto it only because DuckDB
+  writes a `tmp_` file first, which is barred, while on S3 the object would be overwritten
+  (serve an S3 lake with read-only keys). So the parser layer must refuse every statement
+  that writes.
 - limits: `memory_limit` and `threads` per query, temp files only in a private directory up
   to `max_temp_directory_size`, and a watcher that interrupts the query at its time limit or
   when its client goes away.
@@ -26,6 +28,7 @@ import shutil
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -152,7 +155,9 @@ class QueryLimits:
             "autoinstall_known_extensions": False,
             "autoload_known_extensions": False,
             "allow_community_extensions": False,
-            "allow_persistent_secrets": False,
+            # persistent secrets load from this directory, which never exists (turning them
+            # off instead breaks the PostgreSQL catalog's attach in DuckDB 1.5)
+            "secret_directory": str(Path(tempfile.gettempdir()) / f"no-secrets-{uuid.uuid4().hex}"),
         }
 
 
