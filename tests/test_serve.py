@@ -237,6 +237,20 @@ def test_serve_refuses_a_missing_lake(tmp_path) -> None:
     assert not (tmp_path / "none").exists()
 
 
+def test_a_limit_duckdb_does_not_take_is_one_sentence(served) -> None:
+    from typer.testing import CliRunner
+
+    from cli.app import app
+
+    _, lake = served
+    args = ["--lake", str(lake.path), "serve", "--port", "0", "--query-memory", "lots"]
+    result = CliRunner().invoke(app, args)
+    assert isinstance(result.exception, CascadeError)
+    assert str(result.exception) == (
+        "--query-memory 'lots': Parser Error: Memory must have a number (e.g. 1GB)"
+    )
+
+
 # -- nothing is written, nothing outside the lake is read -------------------------------------
 
 
