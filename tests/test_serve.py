@@ -178,6 +178,10 @@ def test_pages_list_tables_and_versions(served) -> None:
     status, html = get(base + "/table/math_rl_v2")
     assert status == 200 and 'action="/report/math_rl_v2@1"' in html
     assert lake.resolve("math_rl_v2").content_hash[:16] in html
+    (rows,) = [unescape(q) for q in re.findall(r'name="q" value="([^"]*)"', html)]
+    assert rows == 'SELECT * FROM "math_rl_v2@1" LIMIT 100'  # the version's "rows" button
+    status, html = run_sql(base, rows)
+    assert status == 200 and html.count("<tr>") == 1 + 100
 
 
 def test_sql_results_show_as_a_table_and_writes_are_refused(served) -> None:
@@ -389,6 +393,18 @@ def test_requests_for_another_host_name_are_refused(served) -> None:
     for host in (f"attacker.example:{port}", "127.0.0.1:1", f"127.0.0.1.attacker.example:{port}"):
         assert raw_get(base, "/", {"Host": host}) == 421, host  # DNS rebinding
     assert raw_get(base, "/", {}) == 421
+
+
+def test_the_names_a_server_answers_to() -> None:
+    from cli.serve import Audience
+
+    local = Audience.of("127.0.0.1", 8765, ["viewer.internal"])
+    assert local.names_us("127.0.0.1:8765") and local.names_us("localhost:8765")
+    assert local.names_us("[::1]:8765") and local.names_us("viewer.internal:8765")
+    assert not local.names_us("10.0.0.5:8765") and not local.names_us("127.0.0.1:8766")
+    everywhere = Audience.of("0.0.0.0", 80)
+    assert everywhere.names_us("10.0.0.5") and everywhere.names_us("[fd00::1]")
+    assert not everywhere.names_us("rebound.attacker.example")
 
 
 def test_cross_site_requests_are_refused(served) -> None:
