@@ -440,18 +440,34 @@ class Lake:
         attach = f"ATTACH {_sql_str(self.catalog_uri())} AS {alias} ({', '.join(options)})"
         return [*loads, *secrets, attach]
 
-    def _open(self, read_only: bool) -> duckdb.DuckDBPyConnection:
+    def _open(
+        self, read_only: bool, config: dict[str, object] | None = None
+    ) -> duckdb.DuckDBPyConnection:
         if self.config.catalog == "duckdb":
-            # A DuckDB-file catalog can be attached once per process (and by one process):
-            # every connection of this process is a cursor of that one attachment.
+            # A DuckDB-file catalog can be attached read-write once per process (and by one
+            # process): every connection of a writing process is a cursor of that attachment.
+            # A read-only Lake, or a connection of its own (`config`), attaches it READ_ONLY
+            # instead, which any number of connections may do while nobody writes it.
             key = str(self.path.resolve())
-            if key not in _DUCKDB_CATALOGS:
-                _DUCKDB_CATALOGS[key] = self._attach(read_only=False)
+            shared = _DUCKDB_CATALOGS.get(key)
+            if shared is not None and config is None:
+                return shared.cursor()
+            if shared is not None:
+                raise LakeError(
+                    f"the DuckDB-file catalog of {self.path} is attached read-write by this "
+                    "process, so it cannot get a read-only connection of its own; open it "
+                    "from a process that does not write it"
+                )
+            if self.read_only or config is not None:
+                return self._attach(read_only=True, config=config)
+            _DUCKDB_CATALOGS[key] = self._attach(read_only=False)
             return _DUCKDB_CATALOGS[key].cursor()
-        return self._attach(read_only)
+        return self._attach(read_only, config)
 
-    def _attach(self, read_only: bool) -> duckdb.DuckDBPyConnection:
-        con = duckdb.connect()
+    def _attach(
+        self, read_only: bool, config: dict[str, object] | None = None
+    ) -> duckdb.DuckDBPyConnection:
+        con = duckdb.connect(config=config or {})
         statements = self.attach_statements(read_only=read_only, reveal_secrets=True)
         for sql in statements[:-1]:
             con.execute(sql)
@@ -632,6 +648,25 @@ class Lake:
             )
         return [r[0] for r in rows]
 
+    def readable_files(self) -> list[str]:
+        """Every file that reading this lake's versions opens, as absolute paths (or URIs).
+
+        The data files cascade recorded for each version, and what DuckLake lists for each
+        table's latest version (its delete files too, where rows were deleted outside
+        cascade): the files a connection barred from all others still needs.
+        """
+        infos = self._rows()
+        found = {self._absolute(f) for info in infos for f in info.files}
+        latest = {info.name: info for info in infos}
+        for info in latest.values():
+            for data, delete in self._query(
+                "SELECT data_file, delete_file FROM ducklake_list_files(?, ?, "
+                "snapshot_version => ?)",
+                [ALIAS, info.name, info.snapshot_id],
+            ):
+                found.update(f for f in (data, delete) if f)
+        return sorted(found)
+
     # -- reading --------------------------------------------------------------------------
 
     def _from(self, info: VersionInfo) -> str:
@@ -687,13 +722,18 @@ class Lake:
     def _absolute(self, relative: str) -> str:
         return self.data_path + relative
 
-    def connect(self, query: str | None = None) -> duckdb.DuckDBPyConnection:
+    def connect(
+        self, query: str | None = None, *, config: dict[str, object] | None = None
+    ) -> duckdb.DuckDBPyConnection:
         """A read-only DuckDB connection with a view per table, `versions` and `drops`.
 
         `name` is the latest version and `"name@N"` a pinned one (time travel to its
-        snapshot). Given the query, only the pinned versions it mentions get views.
+        snapshot). Given the query, only the pinned versions it mentions get views. Given
+        `config` (DuckDB settings such as memory_limit and threads), the connection is a
+        DuckDB instance of its own made with them, the catalog attached READ_ONLY in it: its
+        settings, once changed or locked, touch no other connection.
         """
-        con = self._open(read_only=True)
+        con = self._open(read_only=True, config=config)
         con.execute("USE memory")  # the views below are temporary: this connection's own
         infos = self._rows()
         by_name: dict[str, list[VersionInfo]] = {}
