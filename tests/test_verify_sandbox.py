@@ -5,8 +5,11 @@ More hostile programs, each with the audit hook switched off, are in test_sandbo
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -15,7 +18,6 @@ import pytest
 from curation.verify.sandbox import (
     FunctionalTest,
     Sandbox,
-    SandboxError,
     SandboxLimits,
     StdioTest,
     UnsafeSandboxWarning,
@@ -297,3 +299,281 @@ def test_a_worker_that_dies_is_reported_and_replaced() -> None:
             time.sleep(0.1)
         assert orphans == []
         assert box.run("print(2)", [StdioTest("", "2")]).passed
+
+
+# --------------------------------------------------------------------------- functional tests
+
+
+def test_nodes_travel_as_data_and_in_place_changes_come_back(box: Sandbox) -> None:
+    program = """
+def reverse(head):
+    prev = None
+    while head:
+        head.next, prev, head = prev, head, head.next
+    return prev
+def invert(root):
+    if root:
+        root.left, root.right = invert(root.right), invert(root.left)
+    return root
+def sort_in_place(nums, *, reverse=False):
+    nums.sort(reverse=reverse)
+def reorder(head):
+    nodes = []
+    while head:
+        nodes.append(head)
+        head = head.next
+    i, j = 0, len(nodes) - 1
+    while i < j:
+        nodes[i].next = nodes[j]
+        i += 1
+        if i == j:
+            break
+        nodes[j].next = nodes[i]
+        j -= 1
+    nodes[i].next = None
+def has_cycle(head):
+    seen = set()
+    while head and id(head) not in seen:
+        seen.add(id(head))
+        head = head.next
+    return head is not None
+def values():
+    return (1, {2, 3}, {"a": [4.5, None]}, b"x", 10**30, -(2**70), frozenset({1}), 1 + 2j)
+"""
+    test = FunctionalTest(
+        "def check(candidate):\n"
+        "    head = list_node([1, 2, 3])\n"
+        "    tail = head.next.next\n"
+        "    assert candidate(head) is tail  # the same node comes back, not a copy\n"
+        "    assert is_same_list(tail, list_node([3, 2, 1]))\n"
+        "    assert is_same_tree(invert(tree_node([4, 2, 7, 1, 3])), tree_node([4, 7, 2, None, None, 3, 1]))\n"
+        "    nums = [3, 1, 2]\n"
+        "    assert sort_in_place(nums) is None and nums == [1, 2, 3]\n"
+        "    sort_in_place(nums, reverse=True)\n"
+        "    assert nums == [3, 2, 1]\n"
+        "    head = list_node([1, 2, 3, 4])\n"
+        "    reorder(head)\n"
+        "    assert is_same_list(head, list_node([1, 4, 2, 3]))\n"
+        "    loop = list_node([1, 2, 3])\n"
+        "    loop.next.next.next = loop.next\n"
+        "    assert has_cycle(loop) and not has_cycle(list_node([1]))\n"
+        "    assert values() == (1, {2, 3}, {'a': [4.5, None]}, b'x', 10**30, -(2**70),"
+        " frozenset({1}), 1 + 2j)\n"
+        "check(reverse)\n"
+    )
+    result = box.run(program, [test])
+    assert result.passed, result.summary()
+    broken = box.run(program.replace("nums.sort(reverse=reverse)", "pass"), [test])
+    assert not broken.passed and "assertion failed" in broken.summary()
+
+
+def test_the_test_uses_the_program_s_helpers_and_sees_its_exceptions(box: Sandbox) -> None:
+    # HumanEval: a test may call another function of the program's (encode_cyclic), and
+    # expect an exception of the program's
+    program = (
+        "def encode(s):\n    return s[::-1]\n"
+        "def decode(s):\n    return s[::-1]\n"
+        "def positive(x):\n    if x < 0:\n        raise ValueError('negative')\n    return x\n"
+        "class Oops(Exception):\n    pass\n"
+        "def oops():\n    raise Oops('mine')\n"
+    )
+    test = FunctionalTest(
+        "def check(candidate):\n"
+        "    assert candidate(encode('abc')) == 'abc'\n"
+        "    try:\n        positive(-1)\n    except ValueError as exc:\n"
+        "        assert str(exc) == 'negative'\n    else:\n        assert False\n"
+        "    try:\n        oops()\n    except Exception as exc:\n"
+        "        assert 'Oops: mine' in str(exc)\n"
+        "check(decode)\n"
+    )
+    result = box.run(program, [test])
+    assert result.passed, result.summary()
+    raising = box.run(
+        program.replace("return s[::-1]\ndef positive", "return 1 / 0\ndef positive"), [test]
+    )
+    assert raising.outcomes[0].status == "error" and "ZeroDivisionError" in raising.summary()
+
+
+def test_functional_limits_and_failures_keep_their_statuses(box: Sandbox) -> None:
+    test = FunctionalTest("def check(candidate):\n    assert candidate(1) == 1\ncheck(f)\n")
+    limits = SandboxLimits(time_limit_s=3.0, memory_mb=256, max_output_bytes=1 << 16)
+    programs = {
+        "def f(x):\n    while True:\n        pass\n": "timeout",
+        "def f(x):\n    blocks = []\n    while True:\n        blocks.append(bytearray(50 << 20))\n": (
+            "memory"
+        ),
+        "def f(x):\n    while True:\n        print('y' * 4096)\n": "output_limit",
+        "def f(x):\n    import os\n    os._exit(3)\n": "crashed",
+        "import sys\nsys.exit(0)\ndef f(x):\n    return x\n": "error",
+        "def f(x):\n    return 2\n": "failed",
+        "def f(x):\n    return x\n": "passed",
+    }
+    results = box.run_many([(p, [test]) for p in programs], limits=limits)
+    statuses = [r.outcomes[0].status for r in results]
+    assert statuses == list(programs.values()), [r.summary() for r in results]
+    assert "exited with code 3" in results[3].summary()
+    nondata = box.run("def f(x):\n    return object()\n", [test])
+    assert "non-data value" in nondata.summary()
+    with pytest.raises(ValueError, match="all StdioTest or all FunctionalTest"):
+        box.run("print(1)", [StdioTest("", "1"), test])
+    broken_test = box.run("def f(x):\n    return x\n", [FunctionalTest("def check(:\n")])
+    assert broken_test.harness_error and "does not compile" in broken_test.harness_error
+
+
+# --------------------------------------------------------------------------- without root
+
+
+def _python_for_others() -> str | None:
+    """An interpreter an unprivileged user can run with this tree on its path."""
+    if os.geteuid() != 0:
+        return None
+    probe = "import subprocess, sys, curation.verify.sandbox\n"
+    probe += "subprocess.run([sys.executable, '-c', ''], check=True)"
+    for python in (os.path.realpath(sys.executable), os.path.realpath("/usr/bin/python3")):
+        done = subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", python, "-c", probe],
+            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+            capture_output=True,
+        )
+        if done.returncode == 0:
+            return python
+    return None
+
+
+ROOT = Path(__file__).resolve().parents[1]
+USERNS_SCRIPT = """
+import json, os, sys
+from curation.verify.sandbox import FunctionalTest, Sandbox, StdioTest
+HOOK_OFF = "import sys\\nfor m in list(sys.modules.values()):\\n    getattr(m, '_BLOCKED_EVENTS', {}).clear()\\n"
+test = FunctionalTest("def check(candidate):\\n    assert candidate([3, 1, 2]) == [1, 2, 3]\\ncheck(f)\\n")
+attack = HOOK_OFF + '''
+import ctypes, os, signal
+libc = ctypes.CDLL(None, use_errno=True)
+done = []
+for pid in (1, os.getppid(), -1):  # the zygote and all: the last job shows they live
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+if libc.ptrace(16, 1, 0, 0) == 0:  # PTRACE_ATTACH to the zygote
+    done.append("traced 1")
+for path in (%r, "/etc/passwd", "/proc/1/environ"):
+    try:
+        open(path).read()
+        done.append("read " + path)
+    except OSError:
+        pass
+print(done)
+''' % (os.getcwd() + "/README.md",)
+with Sandbox(workers=1) as box:
+    info = box._workers[0].info
+    results = box.run_many([
+        ("print(int(input()) * 2)", [StdioTest("21", "42")]),
+        ("def f(xs): return sorted(xs)", [test]),
+        (attack, [StdioTest("", "[]")]),
+        ("print(int(input()) * 2)", [StdioTest("21", "42")]),
+    ])
+    print(json.dumps({"info": info, "results": [r.summary() for r in results]}))
+"""
+
+
+def test_an_unprivileged_user_gets_user_namespaces_and_the_same_boundary() -> None:
+    python = _python_for_others()
+    if python is None:
+        pytest.skip("needs root, to run an interpreter as another, unprivileged user")
+    done = subprocess.run(
+        [
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            python,
+            "-c",
+            USERNS_SCRIPT,
+        ],
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["info"]["isolation"] == "userns"
+    assert report["results"] == ["passed 1/1"] * 4, report
+
+
+def test_without_root_or_user_namespaces_the_sandbox_refuses_in_one_sentence() -> None:
+    # nobody, inside a chroot: the kernel refuses it a user namespace
+    python = _python_for_others()
+    if python is None or shutil.which("unshare") is None or not Path("/mnt").is_dir():
+        pytest.skip("needs root, unshare(1) and /mnt to take user namespaces away")
+    script = (
+        "import warnings\n"
+        "from curation.verify.sandbox import Sandbox, SandboxError, StdioTest\n"
+        "try:\n    Sandbox(workers=1)\nexcept SandboxError as exc:\n    print('refused:', exc)\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    with Sandbox(workers=1, unsafe_no_isolation=True) as box:\n"
+        "        print(box.run('print(2)', [StdioTest('', '2')]).summary())\n"
+        "print('warned:', caught[0].message)\n"
+    )
+    command = (
+        "mount --rbind / /mnt && exec chroot --userspec=65534:65534 /mnt "
+        f'env -i PATH=/usr/bin:/bin PYTHONPATH={ROOT} {python} -c "$0"'
+    )
+    done = subprocess.run(
+        ["unshare", "-m", "sh", "-c", command, script], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    refused = lines[0]
+    assert refused.startswith("refused: the sandbox cannot isolate programs on this machine")
+    assert "unsafe_no_isolation=True" in refused and refused.count(". ") == 0
+    assert lines[1] == "passed 1/1"
+    assert lines[2].startswith("warned: Sandbox(unsafe_no_isolation=True) runs programs without")
+
+
+def test_the_unsafe_mode_must_be_asked_for_warns_and_still_judges() -> None:
+    with pytest.warns(UnsafeSandboxWarning, match="signal and kill processes"):
+        box = Sandbox(workers=1, unsafe_no_isolation=True)
+    with box:
+        assert box.network_isolation == "none"
+        assert box.run("print(int(input()) * 2)", [StdioTest("21", "42")]).passed
+        test = FunctionalTest("def check(candidate):\n    assert candidate(2) == 4\ncheck(f)\n")
+        assert box.run("def f(x):\n    return x * 2\n", [test]).passed
+        # the verdict still comes from the worker and the checker, never the program
+        forge = "import sys\nsys.modules['builtins'].abs = lambda x: 0\ndef f(x):\n    return 0\n"
+        assert not box.run(forge, [test]).passed
+        socket = "import socket\nsocket.socket()\n"
+        assert "PermissionError" in box.run(socket, [StdioTest("", "")]).summary()
+
+
+def test_what_a_sandboxed_process_sends_decodes_to_plain_data_only() -> None:
+    from curation.verify.plain_data import DataError, NotData, decode, encode
+    from curation.verify.sandbox_prelude import prelude_namespace
+
+    prelude = prelude_namespace("leetcode")
+    classes = {"L": prelude["ListNode"], "T": prelude["TreeNode"]}
+    value = [1, (2, 3.5), {"k": {4}}, b"\x00", None, True, 2**100, float("inf")]
+    assert decode(json.loads(json.dumps(encode(value)))) == value
+    long_list = prelude["list_node"](range(100_000))  # a long list nests nothing
+    back = decode(json.loads(json.dumps(encode(long_list))), classes)
+    assert type(back) is prelude["ListNode"] and back.next.next.val == 2
+
+    class Eq:
+        def __eq__(self, other: object) -> bool:
+            return True
+
+    with pytest.raises(NotData):
+        encode([Eq()])
+    for bad in (
+        [["p", "cos\nsystem"], []],  # no pickle, no other tag
+        [["n", 0], []],  # a node that is not there
+        [["n", 0], [["L", 1, 7]]],  # a link out of range
+        [["s", ["l"]], []],  # an unhashable set member
+        [{"a": 1}, []],  # JSON objects are not values
+        [["n", 0], [["L", 1, None]]],  # a node where the receiver has no node classes
+    ):
+        with pytest.raises(DataError):
+            decode(bad)

@@ -26,6 +26,7 @@ import functools
 import os
 import resource
 import sys
+import sysconfig
 from pathlib import Path
 from typing import Any
 
@@ -117,12 +118,17 @@ def _contains(directory: str, path: str) -> bool:
 
 
 def python_paths(project_root: str) -> list[str]:
-    """What a sandboxed program needs to read to import: the interpreter's prefix, each
-    import path that is a directory (site-packages, a venv's lib), and the system's shared
-    libraries. Never the project root or a directory above it (the project's packages
-    stay invisible; a venv inside the project, `<project>/.venv`, is fine)."""
+    """What a sandboxed program needs to read to import: the standard library and the
+    interpreter's own libraries, each import path that is a directory (site-packages, a
+    venv's lib), the system's shared libraries. Not the interpreter's bin/ (no shell or
+    other executable comes along), never the project root or a directory above it (the
+    project's packages stay invisible; a venv inside the project, `<project>/.venv`, is fine).
+    """
     project = os.path.realpath(project_root)
-    candidates = [sys.base_prefix, *sys.path, "/usr/lib", "/usr/lib64", "/usr/share/zoneinfo"]
+    config = sysconfig.get_paths()
+    candidates = [config[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")]
+    candidates += [sysconfig.get_config_var("LIBDIR") or "", *sys.path]
+    candidates += ["/usr/lib", "/usr/lib64", "/usr/share/zoneinfo"]
     paths: list[str] = []
     for path in candidates:
         if not path or not os.path.isabs(path) or not os.path.isdir(path):

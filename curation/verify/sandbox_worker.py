@@ -401,11 +401,8 @@ class Worker:
                 os.waitpid(run.checker, 0)
             exit_status = self.zygote.finish() if spawned else 0
             if run.crash is not None and outcomes[run.crash][0] == "crashed":
-                outcomes[run.crash] = (
-                    "crashed",
-                    outcomes[run.crash][1] or describe_exit(exit_status),
-                    outcomes[run.crash][2],
-                )
+                _, _, seconds = outcomes[run.crash]
+                outcomes[run.crash] = ("crashed", describe_exit(exit_status), seconds)
             for fd in run.fds:
                 os.close(fd)
             self.jail.unmount_work()
