@@ -179,16 +179,19 @@ class Solution:
 
 def test_a_shell_through_posixsubprocess_finds_nothing(box: Sandbox) -> None:
     # _posixsubprocess.fork_exec raises no audit event: the hook never sees it
+    pattern = r's/^PROJECT_SECRET = "\(.*\)" + "\([0-9a-f]*\)".*/\1\2/p'
+    command = f"sed -n '{pattern}' {Path(__file__)}"
     program = f"""
 import _posixsubprocess, os
 r, w = os.pipe()
+er, ew = os.pipe()
 try:
-    args = [b"/bin/sh", b"-c", b"grep -o 'in-the-project-[0-9a-f]*' {Path(__file__)} | head -1"]
     _posixsubprocess.fork_exec(
-        args, [b"/bin/sh"], True, (w,), None, None, -1, -1, -1, w, -1, -1, -1, -1, False,
-        False, None, None, None, -1, None, False)
+        [b"/bin/sh", b"-c", {command.encode()!r}], [b"/bin/sh"], True, (w, ew), None, None,
+        -1, -1, -1, w, -1, -1, er, ew, False, False, -1, None, None, None, -1, None, False)
     os.close(w)
-    print(os.read(r, 100).decode().strip() or "nothing")
+    os.close(ew)
+    print(os.read(er, 100).decode() or os.read(r, 100).decode().strip() or "nothing")
 except Exception as exc:
     print(type(exc).__name__, exc)
 """
@@ -358,23 +361,26 @@ class Solution:
 
 
 def test_patching_builtins_and_modules_does_not_pass(box: Sandbox) -> None:
-    test = FunctionalTest(
-        "import math\n"
-        "def check(candidate):\n"
-        "    assert abs(candidate(2.0) - 1.41421356) < 1e-6\n"
-        "    assert math.isclose(candidate(9.0), 3.0)\n"
-        "    assert all(candidate(x * x) == x for x in range(1, 4))\n"
-        "check(root)\n"
-    )
+    checks = [
+        "math.isclose(candidate(9.0), 3.0)",
+        "all(candidate(x * x) == x for x in range(1, 4))",
+        "sorted(candidate(4.0) for _ in range(2)) == [2.0, 2.0]",
+        "len(str(candidate(2.0))) > 5 and str(candidate(4.0)) == '2.0'",
+    ]
     program = (
         "import builtins, math\n"
-        "builtins.abs = lambda x: 0\n"
         "builtins.all = lambda xs: True\n"
+        "builtins.sorted = lambda xs: [2.0, 2.0]\n"
+        "builtins.str = lambda x: '2.0' if x == 0 else '1.41421'\n"
         "math.isclose = lambda *a, **k: True\n"
         "def root(x):\n    return 0\n"
     )
-    assert not _run(box, program, [test]).passed
-    assert _run(box, "def root(x):\n    return x ** 0.5\n", [test]).passed
+    for check in checks:
+        test = FunctionalTest(
+            f"import math\ndef check(candidate):\n    assert {check}\ncheck(root)\n"
+        )
+        assert not _run(box, program, [test]).passed, check
+        assert _run(box, "def root(x):\n    return x ** 0.5\n", [test]).passed, check
 
 
 def test_a_node_that_hides_an_always_equal_value_does_not_pass(box: Sandbox) -> None:
