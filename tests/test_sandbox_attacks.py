@@ -101,15 +101,18 @@ def _descendants(pid: int) -> list[int]:
 
 
 def _sandboxed_processes(box: Sandbox) -> list[int]:
-    """Processes below the workers that run under another uid than the workers'."""
+    """Processes below the workers that run under another uid than the workers' (but for
+    a worker's long-lived checker)."""
     found = []
-    for pid in _worker_pids(box):
-        for child in _descendants(pid):
+    for worker in box._workers:
+        checker = worker.info.get("checker_uid")
+        for child in _descendants(worker.info["pid"]):
             try:
-                if os.stat(f"/proc/{child}").st_uid != os.geteuid():
-                    found.append(child)
+                uid = os.stat(f"/proc/{child}").st_uid
             except OSError:
-                pass
+                continue
+            if uid not in (os.geteuid(), checker):
+                found.append(child)
     return found
 
 

@@ -132,8 +132,12 @@ def test_hostile_programs_fail_cleanly_and_others_pass(box: Sandbox, tmp_path: P
     write_tmp += "print(open(path).read())"
     assert box.run(write_tmp, [StdioTest("", "x")]).passed
     assert not Path("/tmp/cascade-sandbox-escape").exists()
-    # nothing left running under the workers' private uids
+    # nothing left running under the workers' private uids (killed as the job ends)
     for worker in box._workers:
+        for _ in range(50):
+            if not _processes_of_uids(worker.info["uids"]):
+                break
+            time.sleep(0.1)
         assert _processes_of_uids(worker.info["uids"]) == []
     # and the sandbox still works afterwards
     assert box.run(*good).passed

@@ -8,20 +8,24 @@ program defines, a value such as `__outcome__`) are looked up there too: what co
 a `RemoteFunction`, whose calls travel as data both ways (`plain_data`), or plain data.
 Assertions, expected values and the prelude's helpers (`is_same_list`, ...) exist only
 here; a result that is not data (an object with its own `__eq__`, say) is a failure; the
-verdict goes to the worker on a pipe the program's process does not hold.
+verdict goes to the worker on a pipe the program's process does not hold. One checker per
+worker serves its jobs one after the other (its own uid, forked before the first job).
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
+import functools
+import marshal
 import os
+import socket
 import sys
 from dataclasses import dataclass
 from types import CodeType
 from typing import Any, NoReturn
 
-from curation.verify.framing import FrameError, recv_json, send_json
+from curation.verify.framing import FrameError, recv_frame, recv_json, send_json
 from curation.verify.plain_data import NODE_KINDS, DataError, NotData, decode, encode
 from curation.verify.sandbox_jail import Jail, Unconfined, install_audit_hook, lock_down
 from curation.verify.sandbox_prelude import prelude_helpers, prelude_namespace
@@ -63,6 +67,7 @@ def _bound_and_loaded(tree: ast.AST) -> tuple[set[str], set[str]]:
     return bound, loaded
 
 
+@functools.lru_cache(maxsize=4096)  # RL checks the same tests for many responses
 def prepare_test(source: str) -> PreparedTest:
     """Compile a functional test for the checker (SyntaxError if it does not parse)."""
     tree = ast.parse(source)
@@ -272,36 +277,52 @@ def run_test(
     return "passed", ""
 
 
-def checker_main(
-    job: dict[str, Any],
-    start: int,
-    tests: list[PreparedTest],
-    fds: list[int],
-    jail: Jail | Unconfined,
-    uid: int | None,
-) -> NoReturn:
-    """Entry point of the forked checker; never returns."""
-    verdicts, requests, replies = fds
+# the checker is long-lived: generous fixed limits (the worker's deadlines bound each test)
+CHECKER_LIMITS = {"memory_mb": 4096, "time_limit_s": 10**7}
+
+
+def checker_main(sock: socket.socket, jail: Jail | Unconfined, uid: int | None) -> NoReturn:
+    """Entry point of a worker's checker: forked once, before the worker's first job, it
+    checks one job after the other (no fork per job); never returns."""
     try:
         devnull = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(devnull, fd)
-        close_other_fds({0, 1, 2, *fds})
-        prelude = prelude_namespace(job["prelude"])
-        classes = {kind: prelude[name] for name, kind in NODE_KINDS.items() if name in prelude}
-        limits = job["limits"]
-        lock_down(jail, uid, limits, len(tests) - start, nproc=1, fsize=1, files=64)
+        close_other_fds({0, 1, 2, sock.fileno()})
+        lock_down(jail, uid, CHECKER_LIMITS, 1, nproc=1, fsize=1, files=64)
         os.environ.clear()
         sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
         install_audit_hook("/nonexistent")  # the checker writes no file at all
-        channel = Channel(requests, replies, classes)
-        own = prelude_helpers(prelude)
-        for i in range(start, len(tests)):
-            send_json(verdicts, {"k": "start", "i": i})
-            status, detail = run_test(tests[i], channel, prelude, own)
-            send_json(verdicts, {"k": "end", "i": i, "s": status, "d": detail})
-            if status == "crashed" or (status != "passed" and job["stop_on_failure"]):
+        while True:
+            _, fds, _, _ = socket.recv_fds(sock, 16, 4)
+            if len(fds) != 4:
                 break
+            try:
+                job = recv_frame(fds[3])  # from the worker: the trusted direction
+                if job is not None:
+                    check_job(job, *fds[:3])
+            except BaseException:
+                pass
+            finally:
+                for fd in fds:
+                    os.close(fd)
     except BaseException:
         pass
     os._exit(0)
+
+
+def check_job(job: dict[str, Any], verdicts: int, requests: int, replies: int) -> None:
+    """Run a job's functional tests from `job["start"]`, reporting each start and end."""
+    prelude = prelude_namespace(job["prelude"])
+    classes = {kind: prelude[name] for name, kind in NODE_KINDS.items() if name in prelude}
+    channel = Channel(requests, replies, classes)
+    own = prelude_helpers(prelude)
+    tests = job["tests"]
+    for i in range(job["start"], len(tests)):
+        send_json(verdicts, {"k": "start", "i": i})
+        code, exprs, names = tests[i]  # compiled by the worker (`prepare_test`)
+        test = PreparedTest(marshal.loads(code), exprs, names)
+        status, detail = run_test(test, channel, prelude, own)
+        send_json(verdicts, {"k": "end", "i": i, "s": status, "d": detail})
+        if status == "crashed" or (status != "passed" and job["stop_on_failure"]):
+            break

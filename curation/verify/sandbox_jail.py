@@ -218,8 +218,11 @@ class Unconfined:
 def set_limits(limits: dict[str, Any], n_tests: int, nproc: int, fsize: int, files: int) -> None:
     """rlimits of a sandboxed process: address space above its own size, CPU, file size,
     open files, no core dumps, processes (per uid)."""
-    with open("/proc/self/statm") as f:
-        baseline = int(f.read().split()[0]) * resource.getpagesize()
+    fd = os.open("/proc/self/statm", os.O_RDONLY)  # (no file object: this runs per fork)
+    try:
+        baseline = int(os.read(fd, 256).split()[0]) * resource.getpagesize()
+    finally:
+        os.close(fd)
     memory = baseline + limits["memory_mb"] * 2**20
     cpu = int(limits["time_limit_s"] * n_tests) + 2
     settings = [

@@ -6,6 +6,7 @@ every program and checker process finds them ready (no import or exec per job).
 
 from __future__ import annotations
 
+import builtins
 from types import FunctionType
 from typing import Any
 
@@ -105,6 +106,18 @@ def prelude_namespace(source: str | None) -> dict[str, Any]:
         namespace.pop("__builtins__", None)
         _PRELUDES[source] = namespace
     return _PRELUDES[source]
+
+
+_BUILTINS: dict[str, dict[str, Any]] = {}
+
+
+def program_builtins(source: str | None) -> dict[str, Any]:
+    """The builtins a functional test's program runs with: Python's, then the prelude's
+    names over them (as if the prelude had run in the program's namespace)."""
+    key = source or ""
+    if key not in _BUILTINS:
+        _BUILTINS[key] = {**builtins.__dict__, **prelude_namespace(source)}
+    return _BUILTINS[key]
 
 
 def prelude_helpers(namespace: dict[str, Any]) -> set[str]:

@@ -34,7 +34,7 @@ from curation.verify.sandbox_jail import (
     install_audit_hook,
     lock_down,
 )
-from curation.verify.sandbox_prelude import prelude_namespace
+from curation.verify.sandbox_prelude import prelude_namespace, program_builtins
 
 MESSAGE_LIMIT = 400  # characters of an error message sent back per test
 STATUS_FRAME_LIMIT = 4096  # bytes of one frame the program sends the worker
@@ -104,18 +104,19 @@ def _raised(exc: BaseException) -> dict[str, Any]:
 class ProgramProcess:
     """One run of a program: its job, its namespace per test, its handles for the checker."""
 
-    def __init__(self, job: dict[str, Any], code: CodeType, prelude: dict[str, Any]) -> None:
+    def __init__(self, job: dict[str, Any], code: CodeType) -> None:
         self.job = job
         self.code = code
-        self.prelude = prelude
+        self.prelude = prelude_namespace(job["prelude"])
+        # the prelude's names reach a functional test's program as builtins: found when
+        # used, with no copy into each namespace (a copy touches every object of it, and
+        # in a forked process every touched page is copied)
+        self.scope = program_builtins(job["prelude"])
         self.namespace: dict[str, Any] = {}
         self.handles: list[Any] = []
-        self.classes = {kind: prelude[name] for name, kind in NODE_KINDS.items() if name in prelude}
-
-    def fresh_namespace(self) -> dict[str, Any]:
-        namespace: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
-        namespace.update(self.prelude)
-        return namespace
+        self.classes = {
+            kind: v for name, kind in NODE_KINDS.items() if (v := self.prelude.get(name))
+        }
 
     # ----------------------------------------------------------------------- stdio
 
@@ -128,7 +129,7 @@ class ProgramProcess:
         failure: BaseException | None = None
         try:
             try:
-                exec(self.code, self.fresh_namespace())
+                exec(self.code, {"__name__": "__main__", "__builtins__": builtins})
             except SystemExit as exc:
                 if exc.code not in (None, 0):
                     raise
@@ -159,7 +160,7 @@ class ProgramProcess:
         os.lseek(1, 0, os.SEEK_SET)
         sys.stdout = io.TextIOWrapper(io.BufferedWriter(io.FileIO(1, "w", closefd=False)))
         self.handles = []
-        self.namespace = self.fresh_namespace()
+        self.namespace = {"__name__": "__main__", "__builtins__": self.scope}
         try:
             exec(self.code, self.namespace)
             sys.stdout.flush()
@@ -169,12 +170,10 @@ class ProgramProcess:
         for name in request.get("names", [])[:1000]:
             if not isinstance(name, str):
                 continue
-            if name not in self.namespace:
-                names[name] = ["absent"]
-            elif name in self.prelude and self.namespace[name] is self.prelude[name]:
-                names[name] = ["prelude"]
-            else:
+            if name in self.namespace and self.namespace[name] is not self.prelude.get(name):
                 names[name] = self.describe(self.namespace[name])
+            else:
+                names[name] = ["prelude"] if name in self.prelude else ["absent"]
         exprs: list[list[Any]] = []
         for expr in request.get("exprs", [])[:100]:
             try:
@@ -261,7 +260,6 @@ def _program(header: dict[str, Any], fds: list[int], jail: Jail | Unconfined) ->
         while view:
             view = view[os.write(fd, view) :]
         inputs.append(fd)
-    prelude = prelude_namespace(job["prelude"])
     cap = limits["max_output_bytes"]
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     nproc, n_tests = limits["max_processes"], job["n_tests"]
@@ -275,7 +273,7 @@ def _program(header: dict[str, Any], fds: list[int], jail: Jail | Unconfined) ->
     except (SyntaxError, ValueError) as exc:
         send_json(status_fd, {"k": "compile_error", "d": short(exc)})
         return
-    process = ProgramProcess(job, code, prelude)
+    process = ProgramProcess(job, code)
     install_audit_hook(os.path.realpath(work))
     send_json(status_fd, {"k": "ready"})
     if functional:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import hashlib
+import marshal
 import os
 import pickle
 import select
@@ -56,7 +57,7 @@ from curation.verify.sandbox_jail import (
     libc,
     python_paths,
 )
-from curation.verify.sandbox_prelude import PRELOADED, prelude_namespace
+from curation.verify.sandbox_prelude import PRELOADED, program_builtins
 from curation.verify.sandbox_program import (
     MESSAGE_LIMIT,
     STATUS_FRAME_LIMIT,
@@ -191,6 +192,7 @@ class Zygote:
         os.waitpid(helper, 0)  # the zygote is re-parented to us (a subreaper)
         theirs.close()
         self.sock = ours
+        self.running = False
         if self._next(30.0) != ("ready",):
             raise ZygoteError("the zygote did not start")
 
@@ -204,14 +206,23 @@ class Zygote:
         return pickle.loads(data)
 
     def spawn(self, header: dict[str, Any], fds: list[int]) -> None:
+        self.collect()  # the last run is over, every process of it reaped
         socket.send_fds(self.sock, [pickle.dumps(("spawn", header))], fds)
+        self.running = True
 
-    def finish(self) -> int:
-        """Kill the current run's processes; the program process's wait status."""
+    def kill(self) -> None:
+        """Kill the current run's processes (the zygote reaps them before anything else)."""
         self.sock.send(pickle.dumps(("kill",)))
+
+    def collect(self) -> int:
+        """The wait status of the last run's program process, once the zygote has reaped it
+        and every process it started (0 when there was no run)."""
+        if not self.running:
+            return 0
         message = self._next(30.0)
         if message[0] != "exited":
             raise ZygoteError(f"unexpected zygote message {message!r}")
+        self.running = False
         return message[1]
 
 
@@ -238,7 +249,7 @@ class _Run:
     """One run of the program (a program process, and a checker for functional tests)."""
 
     fds: list[int] = field(default_factory=list)
-    checker: int | None = None
+    checker: _Reader | None = None
     crash: int | None = None  # the test whose detail is the program's exit status
 
 
@@ -286,6 +297,38 @@ def _text(value: Any) -> str:
     return value[:MESSAGE_LIMIT] if isinstance(value, str) else ""
 
 
+class Checker:
+    """The worker's end of its checker process (`sandbox_checker.checker_main`)."""
+
+    def __init__(self, jail: Jail | Unconfined, uid: int | None) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.pid = os.fork()
+        if self.pid == 0:
+            ours.close()
+            checker_main(theirs, jail, uid)
+        theirs.close()
+        self.sock = ours
+
+    def check(self, body: dict[str, Any], fds: list[int]) -> None:
+        """Hand it a job: its description and (verdicts, requests, replies) descriptors."""
+        job_r, job_w = os.pipe()
+        try:
+            socket.send_fds(self.sock, [b"j"], [*fds, job_r])
+        finally:
+            os.close(job_r)
+        try:
+            send_frame(job_w, body)
+        finally:
+            os.close(job_w)
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, 0)
+        self.sock.close()
+
+
 class Worker:
     """Runs jobs one at a time, each in fresh sandboxed processes under its deadlines."""
 
@@ -293,16 +336,28 @@ class Worker:
         self.mode = mode
         self.jail = jail
         self.zygote = zygote
-        # private uids as root: 256 pairs (program, checker) per worker, one pair per job,
-        # in a block no other live worker uses (derived from our pid)
+        # private uids as root, in a block no other live worker uses (derived from our pid):
+        # the last for the checker, the others for the programs, one per job in turn
         self.uid_base = 2_000_000_000 + (os.getpid() % 4_000_000) * 512
         self.jobs = 0
+        self._checker: Checker | None = None
+        self.checker()  # forked now, before any job
+
+    def checker(self) -> Checker:
+        if self._checker is None:
+            uid = self.uid_base + 511 if self.mode == "root" else None
+            self._checker = Checker(self.jail, uid)
+        return self._checker
+
+    def drop_checker(self) -> None:
+        if self._checker is not None:
+            self._checker.kill()
+            self._checker = None
 
     def _uids(self) -> tuple[int | None, int | None]:
         if self.mode != "root":
             return None, None
-        slot = self.uid_base + 2 * (self.jobs % 256)
-        return slot, slot + 1
+        return self.uid_base + self.jobs % 511, self.uid_base + 511
 
     def run_job(self, job: dict[str, Any]) -> dict[str, Any]:
         tests = job["tests"]
@@ -386,23 +441,21 @@ class Worker:
             readers = [status]
             if not stdio:  # the checker starts while the program sets up
                 assert prepared is not None
-                readers.append(
-                    self._start_checker(job, start, prepared, run, uids[1], requests_w, replies_r)
-                )
+                checker = self._start_checker(job, start, prepared, run, requests_w, replies_r)
+                readers.append(checker)
             with contextlib.suppress(BrokenPipeError):  # if it died, its status pipe says so
                 send_frame(job_w, body)
             if stdio:
                 return self._stdio(job, start, end, status, outputs, outcomes, run), None
             return self._functional(job, start, status, readers[1], outputs[0], outcomes, run)
         finally:
+            if spawned:
+                self.zygote.kill()
             if run.checker is not None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(run.checker, signal.SIGKILL)
-                os.waitpid(run.checker, 0)
-            exit_status = self.zygote.finish() if spawned else 0
+                self._settle_checker(run.checker)
             if run.crash is not None and outcomes[run.crash][0] == "crashed":
                 _, _, seconds = outcomes[run.crash]
-                outcomes[run.crash] = ("crashed", describe_exit(exit_status), seconds)
+                outcomes[run.crash] = ("crashed", describe_exit(self.zygote.collect()), seconds)
             for fd in run.fds:
                 os.close(fd)
             self.jail.unmount_work()
@@ -489,19 +542,43 @@ class Worker:
         start: int,
         prepared: list[PreparedTest],
         run: _Run,
-        uid: int | None,
         requests_w: int,
         replies_r: int,
     ) -> _Reader:
         verdict_r, verdict_w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            checker_main(job, start, prepared, [verdict_w, requests_w, replies_r], self.jail, uid)
-        run.checker = pid
-        for fd in (verdict_w, requests_w, replies_r):  # now only the checker holds them
-            os.close(fd)
         run.fds.append(verdict_r)
-        return _Reader(verdict_r, STATUS_FRAME_LIMIT)
+        body = {
+            "tests": [(marshal.dumps(t.code), t.exprs, t.names) for t in prepared],
+            "start": start,
+            "prelude": job["prelude"],
+            "stop_on_failure": job["stop_on_failure"],
+        }
+        fds = [verdict_w, requests_w, replies_r]
+        try:
+            try:
+                self.checker().check(body, fds)
+            except OSError:  # it died (killed after a timeout): a fresh one
+                self.drop_checker()
+                self.checker().check(body, fds)
+        finally:
+            for fd in fds:  # now only the checker holds them
+                os.close(fd)
+        run.checker = _Reader(verdict_r, STATUS_FRAME_LIMIT)
+        return run.checker
+
+    def _settle_checker(self, reader: _Reader) -> None:
+        """Wait for the checker to finish the job (the program's process is gone, so a call
+        it waited on has failed); one that does not, or died, is replaced."""
+        deadline = time.monotonic() + 1.0
+        try:
+            while _next([reader], deadline)[1] not in (_EOF, _TIMEOUT):
+                pass
+            finished = reader.ended
+        except FrameError:
+            finished = False
+        alive = self._checker is not None and os.waitpid(self._checker.pid, os.WNOHANG)[0] == 0
+        if not (finished and alive):
+            self.drop_checker()
 
     def _functional(
         self,
@@ -596,7 +673,7 @@ def main() -> None:
     for name in PRELOADED.split():
         with contextlib.suppress(ImportError):
             __import__(name)
-    prelude_namespace("leetcode")
+    program_builtins("leetcode")  # (runs the prelude) before anything is forked
     in_fd = os.dup(0)
     out_fd = os.dup(1)
     devnull = os.open(os.devnull, os.O_RDWR)
@@ -621,7 +698,9 @@ def main() -> None:
         "pid": os.getpid(),
         "isolation": mode,
         "network": network,
-        "uids": [worker.uid_base, worker.uid_base + 512] if mode == "root" else None,
+        # the programs' private uids [low, high), and the checker's
+        "uids": [worker.uid_base, worker.uid_base + 511] if mode == "root" else None,
+        "checker_uid": worker.uid_base + 511 if mode == "root" else None,
     }
     send_frame(out_fd, info)
     while True:
