@@ -290,6 +290,7 @@ def checker_main(sock: socket.socket, jail: Jail | Unconfined, uid: int | None) 
             os.dup2(devnull, fd)
         close_other_fds({0, 1, 2, sock.fileno()})
         lock_down(jail, uid, CHECKER_LIMITS, 1, nproc=1, fsize=1, files=64)
+        os.chdir("/")  # not a run's work tmpfs: it would outlive its unmount while we live
         os.environ.clear()
         sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
         install_audit_hook("/nonexistent")  # the checker writes no file at all
