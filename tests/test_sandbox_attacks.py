@@ -13,6 +13,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -726,15 +727,23 @@ except OSError as exc:
 
 
 def test_the_sandbox_sees_no_project_lake_or_host_files(box: Sandbox, shared_data: Path) -> None:
-    # (the Python installation is bound read-only at its own path, so its parents exist)
-    paths = [str(ROOT), str(ROOT / "tests"), str(shared_data), "/etc/passwd", "/etc/shadow"]
+    # The Python installation is bound read-only at its own path, so its parents exist: with
+    # the venv inside the project (what `make setup` makes), the project directory exists in
+    # the jail, holding that venv and nothing else.
+    paths = [str(ROOT / "tests"), str(ROOT / "README.md"), str(ROOT / "curation")]
+    paths += [str(shared_data), "/etc/passwd", "/etc/shadow"]
     paths += ["/proc/self", "/home", "/var", "/run", "/sys", "/usr/bin", "/bin/sh"]
+    venv = Path(sys.prefix)
+    inside = venv.name if venv.parent == ROOT else None
     program = (
         HOOK_OFF
         + f"""
 import os
-print([p for p in {paths!r} if os.path.exists(p)])
+seen = [p for p in {paths!r} if os.path.exists(p)]
+root = {str(ROOT)!r}
+extra = sorted(set(os.listdir(root)) - {{{inside!r}}}) if os.path.isdir(root) else []
+print(seen, extra)
 """
     )
-    result = _run(box, program, [StdioTest("", "[]")])
+    result = _run(box, program, [StdioTest("", "[] []")])
     assert result.passed, result.outcomes[0].detail
