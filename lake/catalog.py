@@ -679,8 +679,8 @@ class Lake:
         want = expected or info.content_hash
         if actual != want:
             raise LakeError(
-                f"{info.ref}: content hash {str(actual)[:16]}... does not match expected "
-                f"{want[:16]}..."
+                f"{info.ref}: content hash {actual} of its data files does not match expected "
+                f"{want}"
             )
         return info
 
