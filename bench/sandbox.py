@@ -16,7 +16,12 @@ Workloads:
 
 Both ways must agree on every verdict; the script says so or fails.
 
+`--baseline DIR` also times the sandbox of another checkout (e.g. `git archive` of main into
+/tmp) on the same jobs, alternating rounds with this tree's (each in a fresh process, the
+same driver), and prints both and their ratio: what a change to the sandbox costs.
+
     python bench/sandbox.py --cores 2
+    python bench/sandbox.py --cores 2 --baseline /tmp/main-tree --rounds 5 --skip-naive
 """
 
 from __future__ import annotations
@@ -26,18 +31,21 @@ import functools
 import json
 import os
 import site
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from curation.verify.code import parse_tests  # noqa: E402
 from curation.verify.sandbox import FunctionalTest, Sandbox, StdioTest, Test  # noqa: E402
-from curation.verify.sandbox_worker import LEETCODE_PRELUDE  # noqa: E402
+from curation.verify.sandbox_prelude import LEETCODE_PRELUDE  # noqa: E402
 
 SOURCES = ROOT.parent / "shared" / "data" / "sources"
 
@@ -139,12 +147,78 @@ def bench(jobs: list[tuple[str, list[Test]]], cores: int) -> dict[str, float]:
     }
 
 
+# times one tree's Sandbox on jobs given as JSON; run with that tree first on PYTHONPATH
+DRIVER = """
+import json, sys, time
+from curation.verify.sandbox import FunctionalTest, Sandbox, StdioTest
+cores, path = int(sys.argv[1]), sys.argv[2]
+jobs = [
+    (program, [StdioTest(t[1], t[2]) if t[0] == "stdio" else FunctionalTest(t[1]) for t in tests])
+    for program, tests in json.load(open(path))
+]
+with Sandbox(workers=cores) as box:
+    box.run("print(1)", [StdioTest("", "1")])
+    started = time.perf_counter()
+    results = box.run_many(jobs, stop_on_failure=False)
+    seconds = time.perf_counter() - started
+print(json.dumps({"seconds": seconds, "passed": [o.status == "passed" for r in results for o in r.outcomes]}))
+"""
+
+
+def _as_json(jobs: list[tuple[str, list[Test]]]) -> list[Any]:
+    return [
+        (
+            program,
+            [
+                ["stdio", t.input, t.output] if isinstance(t, StdioTest) else ["functional", t.code]
+                for t in tests
+            ],
+        )
+        for program, tests in jobs
+    ]
+
+
+def side_by_side(
+    jobs: list[tuple[str, list[Test]]], cores: int, baseline: Path, rounds: int
+) -> dict[str, float]:
+    """Executions per second of this tree's sandbox and of `baseline`'s, median over
+    alternating rounds; the verdicts must agree."""
+    executions = sum(len(tests) for _, tests in jobs)
+    seconds: dict[str, list[float]] = {"this": [], "baseline": []}
+    verdicts: dict[str, list[bool]] = {}
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as spec:
+        json.dump(_as_json(jobs), spec)
+        spec.flush()
+        for _ in range(rounds):
+            for name, tree in (("baseline", baseline), ("this", ROOT)):
+                done = subprocess.run(
+                    [sys.executable, "-c", DRIVER, str(cores), spec.name],
+                    env={**os.environ, "PYTHONPATH": str(tree)},
+                    cwd=tree,
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                )
+                report = json.loads(done.stdout.strip().splitlines()[-1])
+                seconds[name].append(report["seconds"])
+                verdicts[name] = report["passed"]
+    if verdicts["this"] != verdicts["baseline"]:
+        disagree = sum(a != b for a, b in zip(verdicts["this"], verdicts["baseline"], strict=True))
+        raise SystemExit(f"the two sandboxes' verdicts differ on {disagree} executions")
+    return {name: executions / statistics.median(values) for name, values in seconds.items()} | {
+        "executions": executions
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cores", type=int, default=2)
     parser.add_argument("--stdio-programs", type=int, default=30)
     parser.add_argument("--tests-per-program", type=int, default=10)
     parser.add_argument("--leetcode-programs", type=int, default=200)
+    parser.add_argument("--baseline", type=Path, help="another checkout, timed side by side")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--skip-naive", action="store_true", help="only the side-by-side table")
     args = parser.parse_args()
     workloads = {
         f"stdio ({args.tests_per_program} tests/program)": stdio_workload(
@@ -153,6 +227,18 @@ def main() -> None:
         "leetcode (1 test/program)": leetcode_workload(args.leetcode_programs),
     }
     print(f"cores={args.cores}  python={sys.version.split()[0]}")
+    if args.baseline is not None:
+        print(f"side by side with {args.baseline}, median of {args.rounds} alternating rounds")
+        header = ["workload", "execs", "baseline/s", "this/s", "this/baseline"]
+        print(f"{header[0]:<28}" + "".join(f"{h:>14}" for h in header[1:]))
+        for name, jobs in workloads.items():
+            r = side_by_side(jobs, args.cores, args.baseline, args.rounds)
+            print(
+                f"{name:<28}{r['executions']:>14}{r['baseline']:>14.1f}{r['this']:>14.1f}"
+                f"{r['this'] / r['baseline']:>14.2f}"
+            )
+    if args.skip_naive:
+        return
     header = ["workload", "execs", "naive/s", "naive -S/s", "sandbox/s", "vs naive", "vs -S"]
     print(f"{header[0]:<28}" + "".join(f"{h:>11}" for h in header[1:]))
     for name, jobs in workloads.items():

@@ -1,11 +1,12 @@
-"""if_rl: prompts for the IF-RL stage, general prompts with verifiable IFEval-taxonomy constraints.
+"""if_rl: prompts for IF-RL sub-stage 1, general prompts with verifiable IFEval-taxonomy constraints.
 
 Following the Cascade recipe's IF-RL data (Llama-Nemotron IF prompts with 1-10 IFEval-taxonomy
 constraints; LMSYS-Chat-1M prompts with IFEval-taxonomy constraints attached): decontaminate
 the general prompts against IFEval with word 9-grams, remove exact and near duplicates, keep
-them disjoint from the general SFT prompts, then attach 1..N instructions of the IFEval
+them disjoint from the general SFT prompts, then attach 1-10 instructions of the IFEval
 taxonomy to each, never two that contradict each other, and each set checked to be
-satisfiable under the IF verifier that rewards the RL stage. Decontamination, dedup and
+satisfiable under the IF verifier that rewards the RL stage. (`taxonomy=iftrain` attaches
+the IF-RLVR constraints instead: that is `if_rl_ifbench`, sub-stage 2.) Decontamination, dedup and
 disjointness look at the prompt as written, before instructions are attached: IFEval's own
 items carry the same instruction wording, which would otherwise match every row.
 
@@ -40,7 +41,8 @@ DEFAULTS: dict[str, Any] = {
     "near_dup_threshold": 0.6,
     "num_perm": 112,
     "sft_datasets": ["sft_general"],
-    "instructions_per_prompt": [1, 3],
+    "taxonomy": "ifeval",
+    "instructions_per_prompt": [1, 10],
     "instruction_ids": [],
     "max_prompt_words": 1024,
     "seed": 0,
@@ -50,8 +52,8 @@ DEFAULTS: dict[str, Any] = {
     "generations_table": "if_rl_generations",
     "on_error": "raise",
 }
-"""`instruction_ids` empty = all 25 types the IF verifier checks; `policy` None = no pass-rate
-step (else a sampler's settings: model, backend, k, temperature, ...)."""
+"""`instruction_ids` empty = every type of the taxonomy (IFEval's 25); `policy` None = no
+pass-rate step (else a sampler's settings: model, backend, k, temperature, ...)."""
 
 
 def steps(params: dict[str, Any], build: Build) -> list[Step]:
@@ -91,6 +93,7 @@ def steps(params: dict[str, Any], build: Build) -> list[Step]:
             attach_instructions,
             {
                 "per_prompt": [int(n) for n in params["instructions_per_prompt"]],
+                "taxonomy": params["taxonomy"],
                 "seed": int(params["seed"]),
                 "instruction_ids": list(params["instruction_ids"]) or None,
                 "max_prompt_words": params["max_prompt_words"],
@@ -126,25 +129,28 @@ def steps(params: dict[str, Any], build: Build) -> list[Step]:
     return recipe
 
 
-def toy_profile(workdir: Path, split: str = "rl") -> tuple[list[str], dict[str, Any]]:
-    """The toy world: short requests get 1-3 of the toy IFEval-taxonomy instructions,
-    decontaminated against the held-out requests and disjoint from `sft_general`; near
-    duplicates at 0.8 (two toy requests differ in one word, which 0.6 calls a duplicate)."""
-    from builders.toy_domains import TOY_INSTRUCTIONS
-    from builders.toy_profile import if_sources
+TOY_INSTRUCTIONS = [
+    "change_case:english_lowercase",
+    "keywords:existence",
+    "punctuation:no_comma",
+    "startend:end_checker",
+]
+"""IFEval types a tiny model can learn: lowercase, two keywords, no commas, an end phrase."""
 
-    other = "heldout" if split != "heldout" else "rl"
-    return [if_sources(workdir, split)], {
-        "benchmarks": [if_sources(workdir, other)],
-        "instruction_ids": list(TOY_INSTRUCTIONS),
-        "instructions_per_prompt": [1, 3],
-        "near_dup_threshold": 0.8,  # short templated requests differ in one word
+
+def toy_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
+    """Tiny generated prompts ("Write a sentence about cats.") with 1-2 easy constraints, no
+    teacher or policy model; decontaminated against the toy IF eval prompts."""
+    from builders.toy_if import toy_if_files
+
+    toy = toy_if_files(workdir)
+    return [str(toy.rl_prompts)], {
+        "benchmarks": [str(toy.eval_file)],
+        "near_dup_threshold": 0.95,  # one template's prompts differ by a word or two only
+        "sft_datasets": [],
+        "instructions_per_prompt": [1, 2],
+        "instruction_ids": TOY_INSTRUCTIONS,
     }
 
 
-def toy_heldout_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
-    """The same recipe on requests no other split uses (the toy cascade's held-out set)."""
-    return toy_profile(workdir, "heldout")
-
-
-PROFILES = {"toy": toy_profile, "toy-heldout": toy_heldout_profile}
+PROFILES = {"toy": toy_profile}

@@ -8,7 +8,9 @@ with similarity > 0. Each kept instance gets a repair prompt capped at `l` token
 (`max_prompt_tokens`; 24K for 8B, 32K for 14B): GT-only (the gold files) or mixed
 localization (the gold files plus the localizer's distractor files, added one at a time
 while the prompt fits, at most 5 files), files shuffled; instances whose gold files alone
-exceed l are dropped, and so are prompts under 8K tokens.
+exceed l are dropped, and so are prompts under 8K tokens. Each row keeps what the SWE RL
+reward reads: the gold `patch`, the issue (`problem_statement`) and the files as the prompt
+showed them (`context_files`, `context_contents`), which a rollout's edits are applied to.
 """
 
 from __future__ import annotations

@@ -244,12 +244,30 @@ def lake_gc(
     older_than_hours: float = typer.Option(
         24.0,
         "--older-than-hours",
-        help="Only files at least this old (a commit in flight keeps its files).",
+        help="Grace period: other orphans go only when at least this old (a commit in "
+        "flight may still register a younger file).",
     ),
 ) -> None:
-    """Delete data files that no version refers to (left by killed writers)."""
-    removed = open_lake(write=True).remove_orphans(timedelta(hours=older_than_hours))
-    console.print(plain(f"removed {removed} orphaned data files"))
+    """Delete data files that no version refers to (left by killed writers).
+
+    A killed writer's files go at once when its lease shows it has ended (the next commit
+    of its table deletes them too); any other orphan only after the grace period.
+    """
+    orphans = open_lake(write=True).remove_orphans(timedelta(hours=older_than_hours))
+    console.print(plain(f"removed {orphans.removed} orphaned data files"))
+    if orphans.young:
+        console.print(
+            plain(
+                f"kept {orphans.young} orphaned files younger than {older_than_hours:g} h (a "
+                "commit in flight may still register them); --older-than-hours changes the "
+                "grace period",
+                "yellow",
+            )
+        )
+    if orphans.running:
+        console.print(
+            plain(f"kept {orphans.running} files of writers that are still running", "yellow")
+        )
 
 
 @lake_app.command("migrate")

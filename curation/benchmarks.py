@@ -139,6 +139,17 @@ REGISTRY: dict[str, BenchmarkSpec] = {
             id_field="key",
         ),
         BenchmarkSpec(
+            name="ifbench",
+            domain="if",
+            hub_id="allenai/IFBench_test",
+            hub_split="train",
+            hub_text_fields=("prompt",),
+            hub_id_field="key",
+            local_file="ifbench.jsonl",
+            text_fields=("prompt",),
+            id_field="key",
+        ),
+        BenchmarkSpec(
             name="gpqa_diamond",
             domain="science",
             hub_id="Idavidrein/gpqa",

@@ -384,3 +384,58 @@ def concatenate_conversations(
     )
     stats = {"chosen": len(chosen), "conversations": len(groups), "concatenated": dropped.height}
     return StepResult(kept=kept, dropped=dropped, stats=stats)
+
+
+def single_turn_prompts(df: pl.DataFrame, *, column: str = "problem") -> StepResult:
+    """Prompts from conversations: a row whose `column` is a chat (JSON list of {role,
+    content}, as Tulu-3-SFT's `messages`) becomes its one user turn; plain text is kept as it
+    is. Dropped: `multi_turn` (more than one user turn, with `user_turns`), `no_user_turn`.
+    `id` is recomputed from the prompt."""
+    from curation.text import prompt_ids
+
+    texts: list[str | None] = []
+    reasons: list[str | None] = []
+    turns: list[int | None] = []
+    for value in df.get_column(column).to_list():
+        chat = _chat(value)
+        if chat is None:
+            texts.append(value)
+            reasons.append(None)
+            turns.append(None)
+            continue
+        users = [m.get("content") or "" for m in chat if m.get("role") == "user"]
+        turns.append(len(users))
+        texts.append(users[0] if len(users) == 1 else None)
+        reasons.append(None if len(users) == 1 else "multi_turn" if users else "no_user_turn")
+    marked = df.with_columns(
+        pl.Series("reason", reasons, dtype=pl.String),
+        pl.Series("user_turns", turns, dtype=pl.Int64),
+    )
+    dropped = marked.filter(pl.col("reason").is_not_null())
+    dropped = dropped.with_columns(
+        pl.when(pl.col("reason") == "multi_turn").then(pl.col("user_turns")).alias("user_turns")
+    )
+    kept_texts = pl.Series(column, [t for t, r in zip(texts, reasons, strict=True) if r is None])
+    kept = marked.filter(pl.col("reason").is_null()).drop("reason", "user_turns")
+    kept = kept.with_columns(kept_texts.cast(pl.String))
+    if "id" in kept.columns:
+        kept = kept.with_columns(prompt_ids(kept.get_column(column)).alias("id"))
+    stats = {"from_chats": sum(1 for t in turns if t == 1), "dropped": dropped.height}
+    return StepResult(kept=kept, dropped=dropped, stats=stats)
+
+
+def _chat(value: Any) -> list[dict[str, Any]] | None:
+    """`value` as a list of chat messages, or None when it is not one."""
+    if not isinstance(value, str) or not value.lstrip().startswith("["):
+        return None
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError:
+        return None
+    if (
+        isinstance(parsed, list)
+        and parsed
+        and all(isinstance(m, dict) and "role" in m for m in parsed)
+    ):
+        return parsed
+    return None

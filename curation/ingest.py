@@ -7,9 +7,23 @@ shape each row's nested values have), so nothing is silently lost. Sources are r
 and streamed into the lake, so inputs larger than memory work. A lake table can be a source
 too (`name` or `name@N`).
 
-Bad input is reported with the file and line (or row) at fault. With `on_error="skip"`, each
-malformed line becomes a row of the `drops` table (reason `malformed`) instead of an error;
-the rows and their drops commit together through `lake.run_steps`.
+Bad input is reported in one sentence with the file and line (or row, or column) at fault.
+With `on_error="skip"`, each malformed line becomes a row of the `drops` table (reason
+`malformed`) instead of an error; the rows and their drops commit together through
+`lake.run_steps`. Nothing is committed when an ingest fails. The rules, the same on every
+path (Polars' fast reader of clean jsonl blocks, the line-by-line Python reader, JSON arrays):
+
+- a key twice in one JSON object (at any depth) makes the line malformed: JSON leaves the
+  meaning open (Polars keeps the first value, Python's json the last), so cascade refuses
+  to guess; a CSV header naming a column twice is refused the same way;
+- NaN, Infinity and -Infinity are not JSON, and a number too large for a double would
+  become one: the line is malformed. NaN or infinite floats in a Parquet or Hugging Face
+  column make their row malformed too (metadata is JSON; write null for a missing value);
+- a line nested deeper than MAX_DEPTH levels of arrays and objects is malformed;
+- a UTF-8 byte order mark at the start of a file is skipped;
+- binary columns (Parquet, Hugging Face, lake tables) are refused, naming the column:
+  their bytes are neither text nor JSON (decode or drop them first);
+- an empty or unreadable Parquet file is refused, naming the file.
 """
 
 from __future__ import annotations
@@ -17,10 +31,12 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 import pyarrow as pa
@@ -34,6 +50,9 @@ TARGET_FIELDS = ("problem", "answer", "source_id")
 ID_FIELDS = ("id", "unique_id", "task_id", "problem_id", "key")
 CHUNK_BYTES = 32 << 20
 PROMPT_COLUMNS = ["uid", "id", "source", "source_id", "domain", "problem", "answer", "metadata"]
+MAX_DEPTH = 256
+"""The deepest nesting of arrays and objects a record may have (its own object is level 1)."""
+BOM = b"\xef\xbb\xbf"
 
 
 class IngestError(ValueError):
@@ -106,7 +125,7 @@ def source_format(path: str) -> str:
             return "jsonl"
         if suffix == ".json":
             with open(p, "rb") as fh:
-                head = fh.read(4096).lstrip()
+                head = fh.read(4096).removeprefix(BOM).lstrip()
             return "json" if head.startswith(b"[") else "jsonl"
         if suffix in (".parquet", ".pq"):
             return "parquet"
@@ -126,10 +145,8 @@ def read_chunks(path: str, on_error: str = "raise", split: str | None = None) ->
     elif fmt == "json":
         yield from _read_json_array(path, on_error)
     elif fmt == "parquet":
-        import pyarrow.parquet as pq
-
         start = 1
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=200_000):
+        for batch in _parquet_file(path).iter_batches(batch_size=200_000):
             frame = pl.from_arrow(batch)
             yield Chunk(frame, list(range(start, start + frame.height)))
             start += frame.height
@@ -139,6 +156,18 @@ def read_chunks(path: str, on_error: str = "raise", split: str | None = None) ->
         yield from _read_hf(path, fmt, split)
 
 
+def _parquet_file(path: str) -> Any:
+    """The Parquet file at `path`, or one sentence on why it cannot be read."""
+    import pyarrow.parquet as pq
+
+    if Path(path).stat().st_size == 0:
+        raise IngestError(f"{path}: the file is empty (0 bytes), not a Parquet file")
+    try:
+        return pq.ParquetFile(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise IngestError(f"{path}: not a readable Parquet file ({_one_line(exc)})") from None
+
+
 def _read_jsonl(path: str, on_error: str) -> Iterator[Chunk | Malformed]:
     line_no = 0
     with open(path, "rb") as fh:
@@ -146,6 +175,8 @@ def _read_jsonl(path: str, on_error: str) -> Iterator[Chunk | Malformed]:
             block = fh.read(CHUNK_BYTES)
             if not block:
                 break
+            if line_no == 0 and block.startswith(BOM):
+                block = block[len(BOM) :]
             if not block.endswith(b"\n"):
                 block += fh.readline()
             lines = block.split(b"\n")
@@ -156,13 +187,26 @@ def _read_jsonl(path: str, on_error: str) -> Iterator[Chunk | Malformed]:
             numbers = [first + i for i, raw in enumerate(lines) if raw.strip()]
             try:
                 frame = pl.read_ndjson(io.BytesIO(block), infer_schema_length=None)
-                exact = not _has_struct(frame.schema) and not _mixed_scalars(frame, block)
-                if frame.height == len(numbers) and exact:
+                if frame.height == len(numbers) and _fast_path_exact(frame, block, lines):
                     yield Chunk(frame, numbers)
                     continue
             except Exception:  # noqa: BLE001 - any parse failure: locate it line by line below
                 pass
             yield from _parse_lines(path, lines, first, on_error)
+
+
+def _fast_path_exact(frame: pl.DataFrame, block: bytes, lines: list[bytes]) -> bool:
+    """True if Polars read the block as the line-by-line reader would have.
+
+    Polars merges objects into structs (adding null keys), keeps text for unquoted numbers
+    in a text column, nests lists deeper than MAX_DEPTH and keeps the first of two equal
+    keys; a block with any of these is read line by line instead.
+    """
+    for dtype in frame.schema.values():
+        depth, holds_struct = _nesting(dtype)
+        if holds_struct or depth + 1 > MAX_DEPTH:
+            return False
+    return not _mixed_scalars(frame, block) and not _repeated_keys(lines, frame.columns)
 
 
 def _parse_lines(
@@ -176,7 +220,7 @@ def _parse_lines(
             continue
         number = first + offset
         try:
-            record = json.loads(raw)
+            record = decode_json(raw.decode("utf-8"))
             if not isinstance(record, dict):
                 raise ValueError(f"expected a JSON object, got {type(record).__name__}")
         except ValueError as exc:
@@ -191,20 +235,17 @@ def _parse_lines(
         yield Chunk(_frame_from_records(records), numbers, records)
 
 
-def _has_struct(schema: pl.Schema) -> bool:
-    """True if any column holds objects, at any depth (their key sets may differ by row)."""
-
-    def nested(dtype: pl.DataType) -> bool:
-        if isinstance(dtype, pl.Struct):
-            return True
-        if isinstance(dtype, pl.List | pl.Array):
-            return nested(dtype.inner)
-        return False
-
-    return any(nested(dtype) for dtype in schema.values())
+def _nesting(dtype: pl.DataType) -> tuple[int, bool]:
+    """How many lists deep a column's values go, and whether objects (structs) are inside."""
+    depth = 0
+    while isinstance(dtype, pl.List | pl.Array):
+        depth += 1
+        dtype = dtype.inner
+    return depth, isinstance(dtype, pl.Struct)
 
 
 _SCALAR_TEXT = r"^(?:-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false)$"
+_JSON_STRING = r'"(?:[^"\\]|\\.)*"'
 
 
 def _mixed_scalars(frame: pl.DataFrame, block: bytes) -> bool:
@@ -218,6 +259,90 @@ def _mixed_scalars(frame: pl.DataFrame, block: bytes) -> bool:
         if re.search(key + rb"\s*:\s*[-0-9tf]", block):
             return True
     return False
+
+
+def _repeated_keys(lines: list[bytes], columns: list[str]) -> bool:
+    """True if a line may hold a key twice. A block Polars read without structs has no
+    nested objects, so its keys are the columns, each written `"name":` unless escaped:
+    a line with a column's `"name":` twice, or with a key holding an escape (`"\u0061"`
+    is `"a"`), is a suspect. Inside a JSON string every quote is escaped, so text in a
+    value never counts as a key (a key ending in `\"name` may: a harmless false alarm)."""
+    text = pl.DataFrame({"line": pl.Series(lines, dtype=pl.Binary).cast(pl.String)})
+    line = pl.col("line")
+    suspects = text.select(
+        line.str.contains(_ESCAPED_KEY).alias("escaped"),
+        *(
+            (
+                line.str.count_matches(re.escape(json.dumps(c, ensure_ascii=False)) + r"\s*:") > 1
+            ).alias(f"key{i}")
+            for i, c in enumerate(columns)
+        ),
+    )
+    return bool(suspects.select(pl.any_horizontal(pl.all()).any()).item())
+
+
+_ESCAPED_KEY = r'\\.[^"\\]*"\s*:'
+"""An escape, then no backslash or quote until a quote and a colon: only a key's last escape
+matches (in a value, the next quote is escaped or is not followed by a colon)."""
+
+
+class _Refused(ValueError):
+    """Text that parses but that ingest does not accept as JSON (see the module docstring)."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict:
+    record = dict(pairs)
+    if len(record) < len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _Refused(f"duplicate key {key!r} in one object")
+            seen.add(key)
+    return record
+
+
+def _no_constant(name: str) -> float:
+    raise _Refused(f"{name} is not valid JSON (write null for a missing number)")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise _Refused(f"the number {text} is too large for a double (it would be Infinity)")
+    return value
+
+
+_DECODER = json.JSONDecoder(
+    object_pairs_hook=_unique_keys, parse_constant=_no_constant, parse_float=_finite_float
+)
+_TOO_DEEP = f"nested deeper than {MAX_DEPTH} levels of arrays and objects"
+
+
+def decode_json(text: str) -> Any:
+    """One JSON value under ingest's rules: no key twice in an object, no NaN or Infinity,
+    at most MAX_DEPTH levels deep; a ValueError says which rule a text breaks."""
+    try:
+        value = _DECODER.decode(text)
+    except RecursionError:
+        raise _Refused(_TOO_DEEP) from None
+    _check_depth(value, text.count("[") + text.count("{"))
+    return value
+
+
+def _check_depth(value: Any, brackets: int) -> None:
+    """Refuse a value nested deeper than MAX_DEPTH (walked only when its text has more
+    brackets than that)."""
+    if brackets <= MAX_DEPTH:
+        return
+    stack = [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if not isinstance(item, dict | list):
+            continue
+        if level > MAX_DEPTH:
+            raise _Refused(_TOO_DEEP)
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, level + 1) for child in children)
 
 
 def _frame_from_records(records: list[dict]) -> pl.DataFrame:
@@ -251,38 +376,107 @@ def _text(value: object) -> str | None:
     )
 
 
+_WHITESPACE = re.compile(r"[ \t\n\r]*")
+_VALUE_TOKENS = re.compile(_JSON_STRING + r"|[\[\]{}]")
+_SCALAR = re.compile(r"[^,\]\s]*")
+
+
 def _read_json_array(path: str, on_error: str) -> Iterator[Chunk | Malformed]:
-    with open(path, encoding="utf-8") as fh:
-        try:
-            data = json.load(fh)
-        except json.JSONDecodeError as exc:
-            raise IngestError(f"{path}:{exc.lineno}: malformed JSON: {exc.msg}") from None
-    if not isinstance(data, list):
-        raise IngestError(f"{path}: expected a JSON array of objects, got {type(data).__name__}")
+    """The objects of a JSON array, item by item, so a bad item is named by its line and
+    (when skipping) only that item is dropped; a syntax error stops the file."""
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise IngestError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    lines = _LineCounter(text)
+    pos = _WHITESPACE.match(text).end()  # type: ignore[union-attr]
+    if not text.startswith("[", pos):
+        raise IngestError(f"{path}:{lines.at(pos)}: expected a JSON array of objects")
+    pos = _WHITESPACE.match(text, pos + 1).end()  # type: ignore[union-attr]
     records: list[dict] = []
     numbers: list[int] = []
-    for index, record in enumerate(data, start=1):
-        if not isinstance(record, dict):
-            error = f"item {index} is a {type(record).__name__}, expected an object"
+    index = 0
+    while not text.startswith("]", pos):
+        index += 1
+        start = pos
+        error = None
+        try:
+            record, pos = _DECODER.raw_decode(text, pos)
+            _check_depth(record, text.count("[", start, pos) + text.count("{", start, pos))
+            if not isinstance(record, dict):
+                error = f"a {type(record).__name__}, expected an object"
+        except json.JSONDecodeError as exc:
+            raise IngestError(f"{path}:{exc.lineno}: malformed JSON: {exc.msg}") from None
+        except (_Refused, RecursionError) as exc:
+            error = str(exc) if isinstance(exc, _Refused) else _TOO_DEEP
+            pos = _value_end(text, start)
+        if error is not None:
+            line = lines.at(start)
             if on_error != "skip":
-                raise IngestError(f"{path}: {error}")
-            yield Malformed(path, index, error)
-            continue
-        records.append(record)
-        numbers.append(index)
+                raise IngestError(f"{path}:{line}: malformed item {index}: {error}")
+            yield Malformed(path, index, f"item {index} (line {line}): {error}")
+        else:
+            records.append(record)
+            numbers.append(index)
+        pos = _WHITESPACE.match(text, pos).end()  # type: ignore[union-attr]
+        if text.startswith(",", pos):
+            pos = _WHITESPACE.match(text, pos + 1).end()  # type: ignore[union-attr]
+        elif not text.startswith("]", pos):
+            raise IngestError(
+                f"{path}:{lines.at(pos)}: malformed JSON: expected ',' or ']' after item {index}"
+            )
+    end = _WHITESPACE.match(text, pos + 1).end()  # type: ignore[union-attr]
+    if end != len(text):
+        raise IngestError(f"{path}:{lines.at(end)}: malformed JSON: extra data after the array")
     if records:
-        yield Chunk(_frame_from_records(records), numbers)
+        yield Chunk(_frame_from_records(records), numbers, records)
+
+
+class _LineCounter:
+    """Line numbers of positions in a text, counted forward from the last one asked for."""
+
+    def __init__(self, text: str) -> None:
+        self.text, self.pos, self.line = text, 0, 1
+
+    def at(self, pos: int) -> int:
+        if pos < self.pos:
+            self.pos, self.line = 0, 1
+        self.line += self.text.count("\n", self.pos, pos)
+        self.pos = pos
+        return self.line
+
+
+def _value_end(text: str, start: int) -> int:
+    """Where the JSON value starting at `start` ends, found without parsing it (for an item
+    the parser refused: too deep, a duplicate key, NaN)."""
+    if not text.startswith(("[", "{"), start):
+        return _SCALAR.match(text, start).end()  # type: ignore[union-attr]
+    depth = 0
+    for match in _VALUE_TOKENS.finditer(text, start):
+        token = match.group()
+        if token in ("[", "{"):
+            depth += 1
+        elif token in ("]", "}"):
+            depth -= 1
+            if depth == 0:
+                return match.end()
+    return len(text)
 
 
 def _read_csv(path: str, on_error: str) -> Iterator[Chunk | Malformed]:
     sep = "\t" if path.lower().endswith(".tsv") else ","
+    with open(path, newline="", encoding="utf-8-sig") as fh:
+        header = next(csv.reader(fh, delimiter=sep), [])
+    twice = next((name for i, name in enumerate(header) if name in header[:i]), None)
+    if twice is not None:
+        raise IngestError(f"{path}:1: the header names the column {twice!r} twice")
     try:
         frame = pl.read_csv(path, separator=sep, infer_schema=False)
         yield Chunk(frame, list(range(2, frame.height + 2)))
         return
     except Exception:  # noqa: BLE001 - find the bad row with the csv module below
         pass
-    with open(path, newline="", encoding="utf-8") as fh:
+    with open(path, newline="", encoding="utf-8-sig") as fh:
         reader = csv.reader(fh, delimiter=sep)
         header = next(reader, None)
         if header is None:
@@ -344,6 +538,12 @@ def to_prompts(
     """
     frame = chunk.frame
     fields = frame.columns
+    for name, dtype in frame.schema.items():
+        if _holds_binary(dtype):
+            raise IngestError(
+                f"{path}: column {name!r} holds binary data ({dtype}), which is neither text "
+                "nor JSON; decode it to text or drop it before ingesting"
+            )
     problem_field = mapping.get("problem", "problem")
     if problem_field not in fields:
         raise IngestError(
@@ -361,12 +561,10 @@ def to_prompts(
         problem = _as_text(problem)
     if problem.dtype != pl.String:
         raise IngestError(f"{path}: field {problem_field!r} must be text, found {problem.dtype}")
-    empty = problem.is_null() | (problem.str.strip_chars() == "")
-    if empty.any():
-        row = int(empty.arg_max())
-        raise IngestError(
-            f"{path}:{chunk.lines[row]}: required field {problem_field!r} is empty or null"
-        )
+    errors = _row_errors(frame, problem_field)
+    if errors is not None:
+        row = int(errors.is_not_null().arg_max())  # type: ignore[arg-type]
+        raise IngestError(f"{path}:{chunk.lines[row]}: {errors[row]}")
     answer_field = mapping.get("answer", "answer" if "answer" in fields else None)
     id_field = mapping.get("source_id") or next((f for f in ID_FIELDS if f in fields), None)
     used = {problem_field, answer_field, id_field} - {None}
@@ -485,8 +683,8 @@ def ingest(
                     malformed.append(item)
                     continue
                 if on_error == "skip":
-                    item, empty = _split_empty(item, path, mapping.get("problem", "problem"))
-                    malformed.extend(empty)
+                    item, bad = _split_bad_rows(item, path, mapping.get("problem", "problem"))
+                    malformed.extend(bad)
                     if not item.frame.height:
                         continue
                 prompts = to_prompts(
@@ -554,25 +752,67 @@ def ingest(
     )
 
 
-def _split_empty(chunk: Chunk, path: str, field: str) -> tuple[Chunk, list[Malformed]]:
-    """Rows whose prompt field is null or blank, as malformed lines (when skipping them)."""
-    if field not in chunk.frame.columns:
+def _split_bad_rows(chunk: Chunk, path: str, field: str) -> tuple[Chunk, list[Malformed]]:
+    """Rows that cannot be ingested (see `_row_errors`), as malformed lines (when skipping)."""
+    errors = _row_errors(chunk.frame, field)
+    if errors is None:
         return chunk, []
-    value = chunk.frame.get_column(field)
-    empty = value.is_null()
-    if value.dtype == pl.String:
-        empty |= value.str.strip_chars() == ""
-    if not empty.any():
-        return chunk, []
-    flags = empty.to_list()
-    bad = [
-        Malformed(path, line, f"required field {field!r} is empty or null")
-        for line, flag in zip(chunk.lines, flags, strict=True)
-        if flag
-    ]
-    keep = [i for i, flag in enumerate(flags) if not flag]
+    why = errors.to_list()
+    bad = [Malformed(path, line, e) for line, e in zip(chunk.lines, why, strict=True) if e]
+    keep = [i for i, e in enumerate(why) if e is None]
     records = [chunk.records[i] for i in keep] if chunk.records is not None else None
     return Chunk(chunk.frame[keep], [chunk.lines[i] for i in keep], records), bad
+
+
+def _row_errors(frame: pl.DataFrame, field: str) -> pl.Series | None:
+    """Per row, why it cannot be ingested (null where it can; None when every row can): its
+    prompt field is null or blank, or a float in it is NaN or infinite (not JSON)."""
+    checks = []
+    if field in frame.columns:
+        empty = pl.col(field).is_null()
+        if frame.schema[field] == pl.String:
+            empty = empty | (pl.col(field).str.strip_chars() == "")
+        checks.append(pl.when(empty).then(pl.lit(f"required field {field!r} is empty or null")))
+    for name, dtype in frame.schema.items():
+        bad = _non_finite(pl.col(name), dtype)
+        if bad is not None:
+            why = f"column {name!r} holds NaN or an infinity, which JSON cannot hold"
+            checks.append(pl.when(bad.fill_null(False)).then(pl.lit(why)))
+    if not checks or not frame.height:
+        return None
+    errors = frame.select(pl.coalesce(checks)).to_series()
+    return errors if errors.null_count() < frame.height else None
+
+
+def _non_finite(expr: pl.Expr, dtype: pl.DataType) -> pl.Expr | None:
+    """Where a value holds a NaN or an infinite float, at any depth (None: it holds no
+    floats)."""
+    if dtype.is_float():
+        return ~expr.is_finite()
+    if isinstance(dtype, pl.Array):
+        return _non_finite(expr.cast(pl.List(dtype.inner)), pl.List(dtype.inner))
+    if isinstance(dtype, pl.List):
+        inner = _non_finite(pl.element(), dtype.inner)
+        return None if inner is None else expr.list.eval(inner).list.any()
+    if isinstance(dtype, pl.Struct):
+        parts = [_non_finite(expr.struct.field(f.name), f.dtype) for f in dtype.fields]
+        found = [part for part in parts if part is not None]
+        return pl.any_horizontal(found) if found else None
+    return None
+
+
+def _holds_binary(dtype: pl.DataType) -> bool:
+    """True if a column's values hold raw bytes, at any depth."""
+    stack = [dtype]
+    while stack:
+        item = stack.pop()
+        if item == pl.Binary:
+            return True
+        if isinstance(item, pl.List | pl.Array):
+            stack.append(item.inner)
+        elif isinstance(item, pl.Struct):
+            stack.extend(f.dtype for f in item.fields)
+    return False
 
 
 def _lake_source(lake: Lake, path: str) -> VersionInfo | None:

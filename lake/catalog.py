@@ -19,13 +19,16 @@ with `lake.storage.write_data_files`): a `TableWrite` then carries their `DataFi
 commit only registers them. Readers
 attach read-only and see the last committed snapshot; they never wait for a writer. A writer
 that loses a race retries with backoff and then fails with one sentence. Files of a killed
-writer are invisible (no catalog row points at them); `remove_orphans` deletes them.
+writer are invisible (no catalog row points at them); the next commit of the same table
+deletes them (its writer's lease lock is free: `lake.leases`), and `remove_orphans`
+(`cascade lake gc`) deletes any other orphan older than its grace period.
 
 Layout of a lake directory::
 
     lake.json          what kind of catalog and where the data lives
     catalog.sqlite     the DuckLake catalog (or catalog.ducklake, or a PostgreSQL database)
     data/main/<table>/ the Parquet files, never modified
+    writers/<table>/   the lease locks of writers in flight (or killed)
 
 A lake shared by a cluster keeps its catalog in PostgreSQL and its data on an S3-compatible
 store; `lake.json` names both and any machine with a copy of it (and the credentials in its
@@ -70,6 +73,7 @@ import schemas.difficulty  # noqa: F401  (registers the difficulty table kind)
 import schemas.generation  # noqa: F401  (registers the generations table kind)
 import schemas.preferences  # noqa: F401  (registers the preference_pairs table kind)
 from lake.files import code_version
+from lake.leases import LEASE_DIR, WriteLease, dead_writers, file_writer, live_writers
 from lake.storage import (
     ROWS_PER_FILE,
     DataFiles,
@@ -440,18 +444,34 @@ class Lake:
         attach = f"ATTACH {_sql_str(self.catalog_uri())} AS {alias} ({', '.join(options)})"
         return [*loads, *secrets, attach]
 
-    def _open(self, read_only: bool) -> duckdb.DuckDBPyConnection:
+    def _open(
+        self, read_only: bool, config: dict[str, object] | None = None
+    ) -> duckdb.DuckDBPyConnection:
         if self.config.catalog == "duckdb":
-            # A DuckDB-file catalog can be attached once per process (and by one process):
-            # every connection of this process is a cursor of that one attachment.
+            # A DuckDB-file catalog can be attached read-write once per process (and by one
+            # process): every connection of a writing process is a cursor of that attachment.
+            # A read-only Lake, or a connection of its own (`config`), attaches it READ_ONLY
+            # instead, which any number of connections may do while nobody writes it.
             key = str(self.path.resolve())
-            if key not in _DUCKDB_CATALOGS:
-                _DUCKDB_CATALOGS[key] = self._attach(read_only=False)
+            shared = _DUCKDB_CATALOGS.get(key)
+            if shared is not None and config is None:
+                return shared.cursor()
+            if shared is not None:
+                raise LakeError(
+                    f"the DuckDB-file catalog of {self.path} is attached read-write by this "
+                    "process, so it cannot get a read-only connection of its own; open it "
+                    "from a process that does not write it"
+                )
+            if self.read_only or config is not None:
+                return self._attach(read_only=True, config=config)
+            _DUCKDB_CATALOGS[key] = self._attach(read_only=False)
             return _DUCKDB_CATALOGS[key].cursor()
-        return self._attach(read_only)
+        return self._attach(read_only, config)
 
-    def _attach(self, read_only: bool) -> duckdb.DuckDBPyConnection:
-        con = duckdb.connect()
+    def _attach(
+        self, read_only: bool, config: dict[str, object] | None = None
+    ) -> duckdb.DuckDBPyConnection:
+        con = duckdb.connect(config=config or {})
         statements = self.attach_statements(read_only=read_only, reveal_secrets=True)
         for sql in statements[:-1]:
             con.execute(sql)
@@ -632,6 +652,25 @@ class Lake:
             )
         return [r[0] for r in rows]
 
+    def readable_files(self) -> list[str]:
+        """Every file that reading this lake's versions opens, as absolute paths (or URIs).
+
+        The data files cascade recorded for each version, and what DuckLake lists for each
+        table's latest version (its delete files too, where rows were deleted outside
+        cascade): the files a connection barred from all others still needs.
+        """
+        infos = self._rows()
+        found = {self._absolute(f) for info in infos for f in info.files}
+        latest = {info.name: info for info in infos}
+        for info in latest.values():
+            for data, delete in self._query(
+                "SELECT data_file, delete_file FROM ducklake_list_files(?, ?, "
+                "snapshot_version => ?)",
+                [ALIAS, info.name, info.snapshot_id],
+            ):
+                found.update(f for f in (data, delete) if f)
+        return sorted(found)
+
     # -- reading --------------------------------------------------------------------------
 
     def _from(self, info: VersionInfo) -> str:
@@ -679,21 +718,26 @@ class Lake:
         want = expected or info.content_hash
         if actual != want:
             raise LakeError(
-                f"{info.ref}: content hash {str(actual)[:16]}... does not match expected "
-                f"{want[:16]}..."
+                f"{info.ref}: content hash {actual} of its data files does not match expected "
+                f"{want}"
             )
         return info
 
     def _absolute(self, relative: str) -> str:
         return self.data_path + relative
 
-    def connect(self, query: str | None = None) -> duckdb.DuckDBPyConnection:
+    def connect(
+        self, query: str | None = None, *, config: dict[str, object] | None = None
+    ) -> duckdb.DuckDBPyConnection:
         """A read-only DuckDB connection with a view per table, `versions` and `drops`.
 
         `name` is the latest version and `"name@N"` a pinned one (time travel to its
-        snapshot). Given the query, only the pinned versions it mentions get views.
+        snapshot). Given the query, only the pinned versions it mentions get views. Given
+        `config` (DuckDB settings such as memory_limit and threads), the connection is a
+        DuckDB instance of its own made with them, the catalog attached READ_ONLY in it: its
+        settings, once changed or locked, touch no other connection.
         """
-        con = self._open(read_only=True)
+        con = self._open(read_only=True, config=config)
         con.execute("USE memory")  # the views below are temporary: this connection's own
         infos = self._rows()
         by_name: dict[str, list[VersionInfo]] = {}
@@ -798,14 +842,25 @@ class Lake:
         )
         return (rows[0][0] or 0) + 1
 
+    def write_lease(self) -> WriteLease:
+        """A lease for data files this process will register (see `lake.leases`)."""
+        return WriteLease(self.path / LEASE_DIR)
+
     def commit_many(
-        self, writes: list[TableWrite], *, build_id: str | None = None
+        self,
+        writes: list[TableWrite],
+        *,
+        build_id: str | None = None,
+        lease: WriteLease | None = None,
     ) -> list[VersionInfo]:
         """Commit new versions of several tables in one DuckLake transaction.
 
         Data may be a stream of record batches, so tables larger than memory can be written.
         Each schema is checked against its kind's contract. An empty version is refused
-        unless `allow_empty`. Either every version lands, or none does.
+        unless `allow_empty`. Either every version lands, or none does. Files are written
+        under `lease` (a new one unless the caller, who wrote some already, holds one); once
+        the commit has landed, the files that killed writers of the same tables left are
+        deleted (`collect_orphans`).
         """
         if self.read_only:
             raise LakeError(f"lake {self.path} was opened read-only")
@@ -819,23 +874,34 @@ class Lake:
             if w.mode not in MODES:
                 raise LakeError(f"mode must be one of {MODES}, got {w.mode!r}")
         build_id = build_id or uuid.uuid4().hex
+        own = lease is None
+        lease = lease or self.write_lease()
         written: list[_Written] = []
         try:
             for w in writes:
-                item = self._write_files(w)
+                lease.cover(w.name)
+                item = self._write_files(w, lease.token)
                 if item is not None:
                     written.append(item)
             _test_pause("before_commit")
             infos = self._register(written, build_id)
             _test_pause("after_commit")
-            return infos
         except BaseException:
             for item in written:
                 for f in item.files:
                     self.store.remove(f)
+            if own:
+                lease.release()
             raise
+        if own:
+            lease.release()
+        for info in infos:
+            # The commit has landed: a failure to tidy up must not make it look failed.
+            with contextlib.suppress(OSError, duckdb.Error, LakeError, StorageError):
+                self.collect_orphans(info.name, exclude=lease.token)
+        return infos
 
-    def _write_files(self, write: TableWrite) -> _Written | None:
+    def _write_files(self, write: TableWrite, writer: str) -> _Written | None:
         data = write.data() if callable(write.data) else write.data
         if isinstance(data, DataFiles):
             written = self._check_data_files(write, data)
@@ -848,6 +914,7 @@ class Lake:
                     kind=write.kind,
                     rows_per_file=ROWS_PER_FILE,
                     on_batch=lambda: _test_pause("mid_write"),
+                    writer=writer,
                 )
             except NoDataError as exc:
                 if write.skip_if_empty:
@@ -999,19 +1066,65 @@ class Lake:
         con.execute(f"INSERT INTO {ALIAS}.cascade_heads VALUES (?, ?)", [w.name, version])
         return info
 
-    def remove_orphans(self, older_than: timedelta = timedelta(hours=24)) -> int:
-        """Delete data files no snapshot refers to (left by killed writers); returns the count.
+    def collect_orphans(self, name: str, exclude: str | None = None) -> int:
+        """Delete the data files of `name` that writers killed mid-commit left; returns the count.
 
-        Only files older than `older_than` go, so a commit in flight keeps its files.
+        Only files of writers whose lease lock (`lake.leases`) can be taken go, i.e. whose
+        process has ended, and only those `cascade_versions` does not list: a writer in
+        flight holds its lock, and a writer of another table writes under another folder.
         """
+        removed = 0
+        with dead_writers(self.path / LEASE_DIR, name, exclude=exclude) as dead:
+            if not dead:
+                return 0
+            rows = self._query(f"SELECT files FROM {ALIAS}.cascade_versions WHERE name = ?", [name])
+            registered = {f for (files,) in rows for f in files}
+            for f in self.store.files_in(f"main/{name}"):
+                if file_writer(f) in dead and f not in registered:
+                    self.store.remove(f)
+                    removed += 1
+        return removed
+
+    def remove_orphans(self, older_than: timedelta = timedelta(hours=24)) -> Orphans:
+        """Delete data files no snapshot refers to (left by killed writers).
+
+        Files of a writer known to have ended (`collect_orphans`) go whatever their age;
+        others only when older than `older_than` (a commit in flight may still register a
+        younger one) and not written by a writer that is still running.
+        """
+        leases = self.path / LEASE_DIR
+        tables = sorted(p.name for p in leases.iterdir() if p.is_dir()) if leases.is_dir() else []
+        removed = sum(self.collect_orphans(t) for t in tables)
         cutoff = datetime.now(UTC) - older_than
+        listing = "SELECT path FROM ducklake_delete_orphaned_files(?, dry_run => true, {})"
         with self._lock:
-            rows = self.con.execute(
-                "SELECT count(*) FROM ducklake_delete_orphaned_files(?, cleanup_all => false, "
-                "older_than => ?)",
-                [ALIAS, cutoff],
-            ).fetchall()
-        return int(rows[0][0]) if rows else 0
+            con = self.con
+            every = {
+                r[0] for r in con.execute(listing.format("cleanup_all => true"), [ALIAS]).fetchall()
+            }
+            old = {
+                r[0]
+                for r in con.execute(listing.format("older_than => ?"), [ALIAS, cutoff]).fetchall()
+            }
+        live = live_writers(leases)
+        running = {f for f in every if file_writer(f) in live}
+        for f in sorted(old - running):
+            self.store.remove(self.store.relative(f))
+        return Orphans(
+            removed=removed + len(old - running),
+            young=len(every - old - running),
+            running=len(running),
+        )
+
+
+@dataclass(frozen=True)
+class Orphans:
+    """What `remove_orphans` did: files deleted, and files kept for being younger than the
+    grace period or for belonging to a writer still running."""
+
+    removed: int
+    young: int
+    running: int
 
 
 _VERSIONS_VIEW = pa.schema(

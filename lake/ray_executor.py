@@ -376,6 +376,7 @@ class RayExecutor:
         kind: str,
         run: RunIds,
         on_step: Callable[[FunnelStep], None] | None = None,
+        writer: str | None = None,
     ) -> StepsWritten:
         """A whole step list over a lake version, for `run_steps` (`TableExecutor`): the
         workers read the version's Parquet files, every step runs on blocks
@@ -414,7 +415,7 @@ class RayExecutor:
         rows_per_file = _rows_per_file()
         with self.stage("output", "write on the workers"):
             segments = [(ref, rows, None) for ref, rows in zip(table.refs, table.rows, strict=True)]
-            kept = self.write(store, out, kind, segments, table.schema, rows_per_file)
+            kept = self.write(store, out, kind, segments, table.schema, rows_per_file, writer)
             try:
                 pieces = []
                 for dropped, columns, name in drops:
@@ -422,7 +423,7 @@ class RayExecutor:
                     pieces += [(r, n, how) for r, n in zip(dropped.refs, dropped.rows, strict=True)]
                 empty = drop_rows(pl.DataFrame({key: []}), input_columns=[key], step="")
                 schema = drops_rows(empty, run).schema
-                written = self.write(store, "drops", "drops", pieces, schema, rows_per_file)
+                written = self.write(store, "drops", "drops", pieces, schema, rows_per_file, writer)
             except BaseException:
                 for f in kept.files:
                     store.remove(f)
@@ -530,6 +531,7 @@ class RayExecutor:
         segments: Sequence[tuple[Any, int, Any]],
         schema: pl.Schema,
         rows_per_file: int,
+        writer: str | None = None,
     ) -> DataFiles:
         """Rows held as segments (block ref, rows, how to turn them into the table's rows)
         written by tasks as Parquet files of `name` under the lake's data path, file `k`
@@ -560,6 +562,7 @@ class RayExecutor:
                     name,
                     kind,
                     rows_per_file,
+                    writer,
                     [(local[s], o, n, segments[s][2]) for s, o, n in pieces],
                     *[segments[s][0] for s in used],
                 )
@@ -1005,6 +1008,7 @@ def _write_file(
     name: str,
     kind: str,
     rows_per_file: int,
+    writer: str | None,
     pieces: list[tuple[int, int, int, Any]],
     *blocks: Any,
 ) -> DataFiles:
@@ -1019,7 +1023,9 @@ def _write_file(
             frame = drops_rows(step_drops, run)
         frames.append(frame)
     table = pl.concat(frames, how="vertical")
-    return write_data_files(store, name, table, kind=kind, rows_per_file=rows_per_file)
+    return write_data_files(
+        store, name, table, kind=kind, rows_per_file=rows_per_file, writer=writer
+    )
 
 
 def _key_hash(keys: pl.Series, parts: int) -> np.ndarray:

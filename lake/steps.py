@@ -142,7 +142,9 @@ class TableExecutor(Executor, Protocol):
 
     `run_all` must call `on_step` after each step, raise `StepError` when a step breaks the
     accounting (`tally_keys` / `check_tally`, as the local path does), and leave no files
-    behind when it fails; `run_steps` registers what it returns in one transaction.
+    behind when it fails; `run_steps` registers what it returns in one transaction. Its
+    data files are named with the `writer` token (`write_data_files(writer=...)`): the lease
+    `run_steps` holds until the commit, which tells them from a killed run's (`lake.leases`).
     """
 
     def run_all(
@@ -155,6 +157,7 @@ class TableExecutor(Executor, Protocol):
         kind: str,
         run: RunIds,
         on_step: Callable[[FunnelStep], None] | None = None,
+        writer: str | None = None,
     ) -> StepsWritten: ...
 
 
@@ -269,122 +272,142 @@ def run_steps(
     """
     from lake.catalog import TableWrite
 
-    executor = executor or LocalExecutor()
-    build_id = build_id or uuid.uuid4().hex
-    version = lake.next_version(out)
-    info: VersionInfo | None = None
-    funnel: list[FunnelStep] = []
-    drops: list[pl.DataFrame] = []
-    written: StepsWritten | None = None
-    if isinstance(source, Rows):
-        parents, input_table, input_version = list(source.parents), None, None
-        kind = kind or "prompts"
-        data: pl.DataFrame | Iterable[pa.RecordBatch] | DataFiles = source.data
-        if steps:
-            data = _materialize(source.data)
-    else:
-        info = lake.resolve(source)
-        parents, input_table, input_version = [info.ref], info.name, info.version
-        kind = kind or info.kind
-        run_all = getattr(executor, "run_all", None)
-        if steps and callable(run_all):
-            ids = RunIds(build_id, out, version, input_table, input_version)
-            written = run_all(lake, info, steps, out=out, kind=kind, run=ids, on_step=on_step)
-            assert written is not None
-            data, funnel = written.kept, written.funnel
-        else:
-            data = pl.from_arrow(lake.read(info.ref))  # type: ignore[assignment]
-
-    if steps and written is None:
-        frame = data if isinstance(data, pl.DataFrame) else _materialize(data)  # type: ignore[arg-type]
-        key = key_column(frame.columns)
-        check_tally(
-            None,
-            tally_keys(inputs=frame.get_column(key)),
-            where=str(source) if isinstance(source, str) else "the input",
-            key=key,
-        )
-        for step in steps:
-            started = time.perf_counter()
-            result = executor.run(step, frame)
-            _check_accounting(step, frame, result, key)
-            drops.append(drop_rows(result.dropped, input_columns=frame.columns, step=step.name))
-            entry = step_funnel(
-                step,
-                frame.height,
-                result.kept.height,
-                count_reasons(result.dropped),
-                time.perf_counter() - started,
-                result.stats,
-            )
-            funnel.append(entry)
-            if on_step:
-                on_step(entry)
-            frame = result.kept
-        data = frame
-
-    read_errors: list[pl.DataFrame] = []
-    ids = RunIds(build_id, out, version, input_table, input_version)
-
-    def all_drops() -> pl.DataFrame | DataFiles:
-        # Called by the commit after the output was written: a streamed source has by then
-        # met every line it could not read.
-        if written is not None:
-            return written.drops
-        frames = [d for d in drops if d.height]
+    # Files are written under one lease until the commit: see lake.leases.
+    with lake.write_lease() as lease:
+        executor = executor or LocalExecutor()
+        build_id = build_id or uuid.uuid4().hex
+        version = lake.next_version(out)
+        info: VersionInfo | None = None
+        funnel: list[FunnelStep] = []
+        drops: list[pl.DataFrame] = []
+        written: StepsWritten | None = None
         if isinstance(source, Rows):
-            errors = source.dropped()
-            if errors.height:
-                key = key_column(errors.columns)
-                read_errors.append(errors)
-                frames.insert(0, drop_rows(errors, input_columns=[key], step=source.step, key=key))
-        stacked = pl.concat(frames) if frames else pl.DataFrame(schema=_STEP_DROPS)
-        return drops_rows(stacked, ids)
-
-    try:
-        output, *rest = lake.commit_many(
-            [
-                TableWrite(
-                    out,
-                    data,
+            parents, input_table, input_version = list(source.parents), None, None
+            kind = kind or "prompts"
+            data: pl.DataFrame | Iterable[pa.RecordBatch] | DataFiles = source.data
+            if steps:
+                data = _materialize(source.data)
+        else:
+            info = lake.resolve(source)
+            parents, input_table, input_version = [info.ref], info.name, info.version
+            kind = kind or info.kind
+            run_all = getattr(executor, "run_all", None)
+            if steps and callable(run_all):
+                ids = RunIds(build_id, out, version, input_table, input_version)
+                lease.cover(out)
+                lease.cover("drops")  # the workers write files of both
+                written = run_all(
+                    lake,
+                    info,
+                    steps,
+                    out=out,
                     kind=kind,
-                    parents=parents,
-                    producer=producer,
-                    params=dict(params or {}),
-                    expect_version=version,
+                    run=ids,
+                    on_step=on_step,
+                    writer=lease.token,
+                )
+                assert written is not None
+                data, funnel = written.kept, written.funnel
+            else:
+                data = pl.from_arrow(lake.read(info.ref))  # type: ignore[assignment]
+
+        if steps and written is None:
+            frame = data if isinstance(data, pl.DataFrame) else _materialize(data)  # type: ignore[arg-type]
+            key = key_column(frame.columns)
+            check_tally(
+                None,
+                tally_keys(inputs=frame.get_column(key)),
+                where=str(source) if isinstance(source, str) else "the input",
+                key=key,
+            )
+            for step in steps:
+                started = time.perf_counter()
+                result = executor.run(step, frame)
+                _check_accounting(step, frame, result, key)
+                drops.append(drop_rows(result.dropped, input_columns=frame.columns, step=step.name))
+                entry = step_funnel(
+                    step,
+                    frame.height,
+                    result.kept.height,
+                    count_reasons(result.dropped),
+                    time.perf_counter() - started,
+                    result.stats,
+                )
+                funnel.append(entry)
+                if on_step:
+                    on_step(entry)
+                frame = result.kept
+            data = frame
+
+        read_errors: list[pl.DataFrame] = []
+        ids = RunIds(build_id, out, version, input_table, input_version)
+
+        def all_drops() -> pl.DataFrame | DataFiles:
+            # Called by the commit after the output was written: a streamed source has by then
+            # met every line it could not read.
+            if written is not None:
+                return written.drops
+            frames = [d for d in drops if d.height]
+            if isinstance(source, Rows):
+                errors = source.dropped()
+                if errors.height:
+                    key = key_column(errors.columns)
+                    read_errors.append(errors)
+                    frames.insert(
+                        0, drop_rows(errors, input_columns=[key], step=source.step, key=key)
+                    )
+            stacked = pl.concat(frames) if frames else pl.DataFrame(schema=_STEP_DROPS)
+            return drops_rows(stacked, ids)
+
+        try:
+            output, *rest = lake.commit_many(
+                [
+                    TableWrite(
+                        out,
+                        data,
+                        kind=kind,
+                        parents=parents,
+                        producer=producer,
+                        params=dict(params or {}),
+                        expect_version=version,
+                    ),
+                    TableWrite(
+                        "drops",
+                        all_drops,
+                        kind="drops",
+                        mode="append",
+                        parents=[f"{out}@{version}"],
+                        producer=producer,
+                        skip_if_empty=True,
+                    ),
+                ],
+                build_id=build_id,
+                lease=lease,
+            )
+        except BaseException:
+            if written is not None:  # files the commit did not get to (it removes its own)
+                for f in (*written.kept.files, *written.drops.files):
+                    lake.store.remove(f)
+            raise
+        if isinstance(source, Rows):
+            unread = sum(e.height for e in read_errors)
+            rows_read = (funnel[0].rows_in if funnel else output.rows_added) + unread
+            funnel.insert(
+                0,
+                FunnelStep(
+                    step=source.step,
+                    rows_in=rows_read,
+                    rows_out=rows_read - unread,
+                    dropped={"malformed": unread} if unread else {},
                 ),
-                TableWrite(
-                    "drops",
-                    all_drops,
-                    kind="drops",
-                    mode="append",
-                    parents=[f"{out}@{version}"],
-                    producer=producer,
-                    skip_if_empty=True,
-                ),
-            ],
+            )
+        return StepRun(
+            output=output,
+            drops=rest[0] if rest else None,
+            funnel=funnel,
             build_id=build_id,
+            input=info,
         )
-    except BaseException:
-        if written is not None:  # files the commit did not get to (it removes its own)
-            for f in (*written.kept.files, *written.drops.files):
-                lake.store.remove(f)
-        raise
-    if isinstance(source, Rows):
-        unread = sum(e.height for e in read_errors)
-        rows_read = (funnel[0].rows_in if funnel else output.rows_added) + unread
-        funnel.insert(
-            0,
-            FunnelStep(
-                step=source.step,
-                rows_in=rows_read,
-                rows_out=rows_read - unread,
-                dropped={"malformed": unread} if unread else {},
-            ),
-        )
-    return StepRun(
-        output=output, drops=rest[0] if rest else None, funnel=funnel, build_id=build_id, input=info
-    )
 
 
 def _materialize(data: pl.DataFrame | Iterable[pa.RecordBatch]) -> pl.DataFrame:

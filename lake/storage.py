@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +27,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from lake.leases import file_prefix
 from schemas.tables import SchemaError, contract_for, validate_non_null
 
 ROWS_PER_FILE = 1_000_000
@@ -168,6 +168,15 @@ class DataStore:
         info = self.filesystem.get_file_info(self.fs_path(relative))
         return info.type == pafs.FileType.File
 
+    def files_in(self, relative_dir: str) -> list[str]:
+        """The files directly under a directory, relative to the root (none if it is missing)."""
+        selector = pafs.FileSelector(self.fs_path(relative_dir), allow_not_found=True)
+        return [
+            f"{relative_dir}/{info.base_name}"
+            for info in self.filesystem.get_file_info(selector)
+            if info.type == pafs.FileType.File
+        ]
+
     def remove(self, relative: str) -> None:
         with contextlib.suppress(OSError, FileNotFoundError):
             self.filesystem.delete_file(self.fs_path(relative))
@@ -292,11 +301,14 @@ def write_data_files(
     kind: str = "generic",
     rows_per_file: int = ROWS_PER_FILE,
     on_batch: Any = None,
+    writer: str | None = None,
 ) -> DataFiles:
     """Write rows as new Parquet files of table `name` under the store (not registered).
 
     The schema is checked against the kind's contract; files hold at most `rows_per_file`
-    rows and get a fresh random name, so writers on many machines never collide. Rows are
+    rows and get a fresh random name, so writers on many machines never collide; the name
+    carries the `writer`'s lease token (`lake.leases`), so a killed writer's files can be
+    told from a running one's. Rows are
     written in row groups of ROW_GROUP_ROWS whatever batches they came in, so a file's bytes
     (and the version's content hash) depend only on the rows, not on how they were chunked
     in memory (the local and the cluster executor chunk differently). On any error the files
@@ -306,7 +318,7 @@ def write_data_files(
     contract = contract_for(kind)
     table_dir = f"main/{name}"
     store.prepare(table_dir)
-    token = f"cascade-{uuid.uuid4().hex[:16]}"
+    token = file_prefix(writer)
     files: list[str] = []
     hashes: list[str] = []
     rows = 0

@@ -23,16 +23,24 @@ not find it (or finds other bytes) can say how to make it.
 
 RL batches are spelled out: `prompts_per_step` prompts, `rollouts_per_prompt` responses each
 (the recipe's 128 x 8), and one optimizer step per such batch (strict on-policy).
+
+Every field is read by the trainer. A field that only applies to another stage type, engine,
+reward or filtering mode (`reward_model` on a verifier reward, `gpu_memory_utilization` with
+the hf engine, `readmit_hard` without epoch filtering, ...) is an error where it would be
+ignored, so nothing a person writes is silently dropped (tests/test_training_manifest_fields.py
+walks the schema to keep it so).
 """
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 LAKE_REF = re.compile(r"^[A-Za-z][A-Za-z0-9_]*@[1-9][0-9]*$")
+ENV_REF = re.compile(r"^env:([A-Za-z_][A-Za-z0-9_]*)$")
 CONTENT_HASH = re.compile(r"^[0-9a-f]{64}$")
 FILE_SUFFIXES = (".jsonl", ".parquet")
 TINY_RANDOM_ARCHS = ("qwen2", "qwen3", "llama")
@@ -107,6 +115,15 @@ class DatasetRef(_Strict):
         if value is not None and not value.startswith("cascade build dataset "):
             raise ValueError(f"expected a `cascade build dataset NAME ...` command, got {value!r}")
         return value
+
+    @model_validator(mode="after")
+    def _one_conversation_source(self) -> DatasetRef:
+        if self.prompt_column is not None and "messages_column" in self.model_fields_set:
+            raise ValueError(
+                "give messages_column or prompt_column, not both (with prompt_column the "
+                "conversation is that one user turn and messages_column is not read)"
+            )
+        return self
 
     @property
     def is_lake(self) -> bool:
@@ -214,10 +231,21 @@ class OptimizerSpec(_Strict):
     min_learning_rate_ratio: float = Field(0.0, ge=0, le=1)
     schedule: Literal["cosine", "linear", "constant"] = "cosine"
     warmup_ratio: float = Field(0.0, ge=0, lt=1)
-    warmup_steps: int | None = Field(None, ge=0, description="overrides warmup_ratio")
+    warmup_steps: int | None = Field(None, ge=0, description="instead of warmup_ratio")
     weight_decay: float = Field(0.0, ge=0)
     betas: tuple[float, float] = (0.9, 0.95)
     eps: float = Field(1e-8, gt=0)
+
+    @model_validator(mode="after")
+    def _schedule_fields_apply(self) -> OptimizerSpec:
+        if self.warmup_steps is not None and "warmup_ratio" in self.model_fields_set:
+            raise ValueError("give warmup_ratio or warmup_steps, not both")
+        if self.schedule == "constant" and "min_learning_rate_ratio" in self.model_fields_set:
+            raise ValueError(
+                "min_learning_rate_ratio is the floor of a cosine or linear decay; a constant "
+                "schedule does not read it"
+            )
+        return self
 
 
 class RolloutEngineSpec(_Strict):
@@ -228,6 +256,16 @@ class RolloutEngineSpec(_Strict):
         64, gt=0, description="hf: rows decoded together (finished rows are refilled)"
     )
     gpu_memory_utilization: float = Field(0.3, gt=0, le=1, description="vllm only")
+
+    @model_validator(mode="after")
+    def _engine_fields_apply(self) -> RolloutEngineSpec:
+        if self.engine == "vllm" and "batch_size" in self.model_fields_set:
+            raise ValueError("batch_size is the hf engine's decoding width; vllm does not read it")
+        if self.engine == "hf" and "gpu_memory_utilization" in self.model_fields_set:
+            raise ValueError(
+                "gpu_memory_utilization is the vllm engine's memory share; hf does not read it"
+            )
+        return self
 
 
 class EvalSpec(_Strict):
@@ -258,13 +296,15 @@ class SFTStage(_StageBase):
     batch: BatchSpec
     max_seq_len: int = Field(gt=0)
     epochs: float | None = Field(None, gt=0)
-    max_steps: int | None = Field(None, gt=0, description="overrides epochs when both are given")
+    max_steps: int | None = Field(None, gt=0, description="instead of epochs")
     packing: bool = True
 
     @model_validator(mode="after")
     def _length_given(self) -> SFTStage:
         if self.epochs is None and self.max_steps is None:
             raise ValueError("give epochs or max_steps")
+        if self.epochs is not None and self.max_steps is not None:
+            raise ValueError("give epochs or max_steps, not both")
         for i, ref in enumerate(self.datasets):
             if ref.prompt_column is not None and ref.response_column is None:
                 raise ValueError(f"datasets[{i}]: prompt_column needs response_column")
@@ -301,19 +341,29 @@ class _RLStageBase(_StageBase):
     @model_validator(mode="after")
     def _rl_datasets(self) -> _RLStageBase:
         for i, ref in enumerate(self.datasets):
-            for column in ("response_column", "reasoning_column", "mode_column"):
-                if getattr(ref, column) is not None:
-                    raise ValueError(
-                        f"datasets[{i}]: {column} is for SFT data; RL responses are sampled "
-                        "and modes come from thinking_fraction"
-                    )
-            wanted = {"think": 1.0, "no_think": 0.0}.get(ref.mode)
-            if wanted is not None and self.thinking_fraction != wanted:
-                raise ValueError(
-                    f"datasets[{i}]: mode {ref.mode!r} contradicts thinking_fraction "
-                    f"{self.thinking_fraction}"
-                )
+            check_prompt_ref(ref, f"datasets[{i}]", self.thinking_fraction)
         return self
+
+
+def check_prompt_ref(ref: DatasetRef, where: str, thinking_fraction: float) -> None:
+    """An RL stage's prompts: no reply columns, no upsampling, a mode that agrees with the
+    stage's thinking_fraction (RL modes come from it)."""
+    for column in ("response_column", "reasoning_column", "mode_column"):
+        if getattr(ref, column) is not None:
+            raise ValueError(
+                f"{where}: {column} is for SFT data; RL responses are sampled and modes come "
+                "from thinking_fraction"
+            )
+    if "upsample" in ref.model_fields_set:
+        raise ValueError(
+            f"{where}: upsample applies to SFT and reward-model data; an RL stage draws each "
+            "prompt once per pass"
+        )
+    wanted = {"think": 1.0, "no_think": 0.0}.get(ref.mode)
+    if wanted is not None and thinking_fraction != wanted:
+        raise ValueError(
+            f"{where}: mode {ref.mode!r} contradicts thinking_fraction {thinking_fraction}"
+        )
 
 
 REWARD_MODEL_FORMS = (
@@ -321,6 +371,49 @@ REWARD_MODEL_FORMS = (
     "stage's final model), an http(s):// URL of `cascade serve-reward`, or a local dir / hub "
     "id of a sequence-classification model"
 )
+
+
+class PatchJudgeSpec(_Strict):
+    """The LLM judge of SWE RL's semantic reward (recipe 7.3: Kimi-Dev-72B asked whether a
+    patch is equivalent to the gold patch), behind any OpenAI-compatible chat server; see
+    `curation.verify.patch_judge`."""
+
+    base_url: str = Field(
+        description="the server's OpenAI-compatible URL ending in /v1, or `env:NAME` to read it "
+        "from that environment variable when training starts (refused while it is unset)"
+    )
+    model: str = Field(description="the model name the server serves")
+    api_key_env: str | None = Field(
+        None, description="environment variable holding the API key (None: no key is sent)"
+    )
+    max_tokens: int = Field(1024, gt=0, description="the judge's reply budget, reasoning included")
+    top_logprobs: int = Field(
+        5, ge=0, le=20, description="alternatives per token for P(YES); 0 = 1/0 from the text"
+    )
+    concurrency: int = Field(8, gt=0, description="judge requests in flight per reward worker")
+    timeout_s: float = Field(600.0, gt=0, description="seconds per judge request")
+
+    @field_validator("base_url")
+    @classmethod
+    def _url_form(cls, value: str) -> str:
+        if value.startswith(("http://", "https://")) or ENV_REF.match(value):
+            return value
+        raise ValueError(f"expected an http(s):// URL or env:NAME, got {value!r}")
+
+    def resolved_base_url(self) -> str:
+        """The URL itself, or the one in the environment variable `env:NAME` names; ValueError
+        (one sentence) while that variable is unset or not a URL."""
+        named = ENV_REF.match(self.base_url)
+        if named is None:
+            return self.base_url
+        value = os.environ.get(named[1], "").strip()
+        if not value.startswith(("http://", "https://")):
+            state = "is not set" if not value else f"is {value!r}, not an http(s):// URL"
+            raise ValueError(
+                f"the patch judge's base_url reads ${named[1]}, which {state}; set it to the "
+                f"/v1 URL of an OpenAI-compatible server serving {self.model}"
+            )
+        return value
 
 
 class GRPOStage(_RLStageBase):
@@ -334,10 +427,20 @@ class GRPOStage(_RLStageBase):
         "math_verifier",
         "code_tests",
         "swe_patch_similarity",
+        "swe_patch_judge",
     ]
-    reward_model: str | None = Field(None, description=f"the reward model: {REWARD_MODEL_FORMS}")
+    reward_model: str | None = Field(
+        None,
+        description=f"rewards reward_model and if_verifier+reward_model: {REWARD_MODEL_FORMS}",
+    )
     reward_model_batch_size: int = Field(
-        8, gt=0, description="responses per reward-model forward (in-process scoring)"
+        8,
+        gt=0,
+        description="responses per forward of an in-process reward model (a model dir, hub id "
+        "or stage:<name>; a served one batches itself)",
+    )
+    patch_judge: PatchJudgeSpec | None = Field(
+        None, description="reward swe_patch_judge: the judge of patch equivalence"
     )
     code_switch_reward: float | Literal["batch_min_minus_10"] | None = Field(
         None,
@@ -368,8 +471,39 @@ class GRPOStage(_RLStageBase):
 
     @model_validator(mode="after")
     def _grpo_consistent(self) -> GRPOStage:
-        if "reward_model" in self.reward and not self.reward_model:
+        uses_rm = "reward_model" in self.reward
+        if uses_rm and not self.reward_model:
             raise ValueError(f"reward {self.reward!r} needs reward_model")
+        if self.reward_model is not None and not uses_rm:
+            raise ValueError(
+                f"reward_model is read only by the reward_model and if_verifier+reward_model "
+                f"rewards, not by {self.reward!r}"
+            )
+        served = (self.reward_model or "").startswith(("http://", "https://"))
+        if "reward_model_batch_size" in self.model_fields_set and (not uses_rm or served):
+            raise ValueError(
+                "reward_model_batch_size batches a reward model scored in-process (a model dir, "
+                "hub id or stage:<name>); this stage has none"
+            )
+        judged = self.reward == "swe_patch_judge"
+        if judged and self.patch_judge is None:
+            raise ValueError("reward 'swe_patch_judge' needs patch_judge (the judge's server)")
+        if self.patch_judge is not None and not judged:
+            raise ValueError(
+                f"patch_judge is read only by the swe_patch_judge reward, not by {self.reward!r}"
+            )
+        filtering = {
+            "max_resample_rounds": "batch",
+            "readmit_hard": "epoch",
+            "readmit_easy": "epoch",
+        }
+        for name, mode in filtering.items():
+            if name in self.model_fields_set and self.dynamic_filtering != mode:
+                raise ValueError(
+                    f"{name} applies to dynamic_filtering {mode!r}, not {self.dynamic_filtering!r}"
+                )
+        if self.evaluation is not None:
+            check_prompt_ref(self.evaluation.dataset, "evaluation.dataset", self.thinking_fraction)
         if self.batch.rollouts_per_prompt < 2:
             raise ValueError("GRPO needs rollouts_per_prompt >= 2 (a group to compare within)")
         return self
@@ -429,7 +563,7 @@ class RewardModelStage(_StageBase):
         gt=0, description="tokens of a rendered (prompt, response); longer pairs are dropped"
     )
     epochs: float | None = Field(1.0, gt=0)
-    max_steps: int | None = Field(None, gt=0, description="overrides epochs when given")
+    max_steps: int | None = Field(None, gt=0, description="instead of epochs")
     heldout_fraction: float = Field(
         0.05, ge=0, lt=1, description="share of prompt_ids held out for evaluation"
     )
@@ -455,6 +589,14 @@ class RewardModelStage(_StageBase):
             size = self.tokenizer.split(":", 1)[1]
             if not size.isdigit() or int(size) < 64:
                 raise ValueError(f"in-process-bpe needs a vocabulary size >= 64, got {size!r}")
+        if self.max_steps is not None and "epochs" in self.model_fields_set:
+            raise ValueError("give epochs or max_steps, not both")
+        if self.heldout_fraction == 0:
+            for name in ("heldout_seed", "eval_every_steps", "eval_micro_batch_size"):
+                if name in self.model_fields_set:
+                    raise ValueError(
+                        f"{name} applies to the held-out pairs; heldout_fraction 0 holds none out"
+                    )
         for i, ref in enumerate(self.datasets):
             for column in ("response_column", "reasoning_column", "mode_column"):
                 if getattr(ref, column) is not None:
@@ -462,6 +604,11 @@ class RewardModelStage(_StageBase):
                         f"datasets[{i}]: {column} is for SFT data; a reward-model stage reads "
                         "preference pairs (messages or prompt_column, chosen, rejected)"
                     )
+            if ref.mode != "infer":
+                raise ValueError(
+                    f"datasets[{i}]: mode is for policy stages; a reward model reads each pair "
+                    "with its backbone's own chat template, without a mode flag"
+                )
         return self
 
 

@@ -4,16 +4,40 @@ Each model is a function `(user text, sample index) -> reply text`; the sample i
 request's `seed` minus the base seed the test uses (cascade asks for sample i with seed
 `seed + i`). So a test knows, per prompt and model, exactly which samples are right, and
 therefore every pass rate, majority answer and judge verdict.
+
+A reply may also be a list of tokens, each a string (probability 1) or `{token: probability}`
+whose first key is the sampled token: the text is the sampled tokens joined, and a request
+with `logprobs: true` gets each token's log-prob and its `top_logprobs` alternatives back, as
+vLLM's OpenAI server returns them.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-Reply = Callable[[str, int], str]
+Token = str | dict[str, float]
+Reply = Callable[[str, int], str | list[Token]]
+
+
+def token_logprobs(tokens: list[Token], top: int) -> list[dict]:
+    """The `logprobs.content` entries of a tokenized reply (top `top` alternatives each)."""
+    out = []
+    for token in tokens:
+        probs = {token: 1.0} if isinstance(token, str) else token
+        ranked = sorted(probs.items(), key=lambda kv: -kv[1])[:top]
+        sampled, p = next(iter(probs.items()))
+        out.append(
+            {
+                "token": sampled,
+                "logprob": math.log(p),
+                "top_logprobs": [{"token": t, "logprob": math.log(q)} for t, q in ranked],
+            }
+        )
+    return out
 
 
 class ScriptedServer:
@@ -40,21 +64,25 @@ class ScriptedServer:
                     return
                 user = [m["content"] for m in body["messages"] if m["role"] == "user"][-1]
                 index = int(body.get("seed", server.base_seed)) - server.base_seed
-                text = reply(user, index)
+                answer = reply(user, index)
+                tokens = [answer] if isinstance(answer, str) else answer
+                text = "".join(t if isinstance(t, str) else next(iter(t)) for t in tokens)
                 words = len(text.split())
+                choice: dict = {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": "stop",
+                }
+                if body.get("logprobs"):
+                    top = int(body.get("top_logprobs") or 0)
+                    choice["logprobs"] = {"content": token_logprobs(tokens, top)}
                 self._send(
                     200,
                     {
                         "id": "scripted",
                         "object": "chat.completion",
                         "model": body["model"],
-                        "choices": [
-                            {
-                                "index": 0,
-                                "message": {"role": "assistant", "content": text},
-                                "finish_reason": "stop",
-                            }
-                        ],
+                        "choices": [choice],
                         "usage": {"prompt_tokens": len(user.split()), "completion_tokens": words},
                     },
                 )

@@ -185,3 +185,37 @@ def test_sql_json_and_jsonl_output_are_inputs_for_other_commands(cli_lake) -> No
         assert verified.exit_code == 0, verified.output
         rows = [json.loads(line) for line in (tmp / f"v{fmt}.jsonl").read_text().splitlines()]
         assert len(rows) == 5 and all(r["passed"] for r in rows)
+
+
+def test_gc_says_what_it_kept_and_why(tmp_path: Path) -> None:
+    from lake.catalog import Lake
+    from lake.leases import LEASE_DIR, WriteLease
+
+    lake = Lake(tmp_path / "lake")
+    info = lake.commit("t", pl.DataFrame({"a": [1, 2]}))
+    table_dir = Path(lake.data_path) / "main" / "t"
+    data = (table_dir / Path(info.files[0]).name).read_bytes()
+    (table_dir / "ducklake-foreign.parquet").write_bytes(data)  # an orphan of unknown origin
+    dead = "0123456789abcdef"  # a writer killed after writing a file: its lock is free
+    (lake.path / LEASE_DIR / "t").mkdir(parents=True, exist_ok=True)
+    (lake.path / LEASE_DIR / "t" / f"{dead}.lock").touch()
+    (table_dir / f"cascade-{dead}-0123456789ab-00000.parquet").write_bytes(data)
+    with WriteLease(lake.path / LEASE_DIR) as running:  # a writer in flight, in this process
+        running.cover("t")
+        (table_dir / f"cascade-{running.token}-0123456789ab-00000.parquet").write_bytes(data)
+        result = invoke(str(lake.path), "lake", "gc")
+        assert result.exit_code == 0, result.output
+        assert " ".join(result.output.split()) == (
+            "removed 1 orphaned data files "
+            "kept 1 orphaned files younger than 24 h (a commit in flight may still register "
+            "them); --older-than-hours changes the grace period "
+            "kept 1 files of writers that are still running"
+        )
+        result = invoke(str(lake.path), "lake", "gc", "--older-than-hours", "0")
+        assert " ".join(result.output.split()) == (
+            "removed 1 orphaned data files kept 1 files of writers that are still running"
+        )
+    assert sorted(p.name for p in table_dir.iterdir()) == sorted(
+        [Path(info.files[0]).name, f"cascade-{running.token}-0123456789ab-00000.parquet"]
+    )
+    assert lake.verify_hash("t").content_hash == info.content_hash

@@ -21,6 +21,7 @@ from builders.runner import build_dataset
 from cli.app import app
 from cli.console import CascadeError
 from lake import Lake, LakeError
+from lake.catalog import chain_hash
 
 
 @pytest.fixture(scope="module")
@@ -213,3 +214,39 @@ def test_push_failures_are_one_sentence(demo, monkeypatch) -> None:
     )
     assert isinstance(result.exception, CascadeError)
     assert "401 Unauthorized" in str(result.exception)
+
+
+# -- provenance: a version leaves the lake only with the bytes its hash was computed over -------
+
+
+def test_a_tampered_version_is_neither_exported_nor_pushed(tmp_path, monkeypatch) -> None:
+    import pyarrow.parquet as pq
+
+    lake = Lake(tmp_path / "lake")
+    rows = pl.DataFrame({"uid": ["a", "b"], "problem": ["1+1?", "2+2?"], "answer": ["2", "4"]})
+    info = lake.commit("tiny", rows)
+    (data_file,) = lake.files(info.ref)
+    table = pq.read_table(data_file)  # the same schema, one answer changed
+    pq.write_table(table.set_column(2, "answer", pl.Series(["2", "5"]).to_arrow()), data_file)
+    found = lake.store.sha256(lake.store.relative(data_file))
+    sentence = (
+        f"tiny@1: content hash {chain_hash(None, [found])} of its data files does not match "
+        f"expected {info.content_hash}; refusing to publish it"
+    )
+    for fmt in ("hf", "parquet", "jsonl"):
+        with pytest.raises(ExportError) as caught:
+            export_dataset(lake, "tiny@1", tmp_path / fmt, fmt)
+        assert str(caught.value) == sentence
+        assert not (tmp_path / fmt).exists()
+    result = CliRunner().invoke(
+        app, ["--lake", str(lake.path), "export", "tiny", str(tmp_path / "c")]
+    )
+    assert isinstance(result.exception, CascadeError) and str(result.exception) == sentence
+    assert not (tmp_path / "c").exists()
+
+    hub = RecordingHub(monkeypatch)
+    with pytest.raises(ExportError, match="refusing to publish it"):
+        push_dataset(lake, "tiny@1", "o/d", token="t")
+    result = CliRunner().invoke(app, ["--lake", str(lake.path), "push", "tiny", "--repo", "o/d"])
+    assert isinstance(result.exception, CascadeError) and str(result.exception) == sentence
+    assert hub.calls == []  # nothing reached the Hub

@@ -130,6 +130,48 @@ def test_swe_patch_similarity() -> None:
     assert rewards_of(eps) == [1.0, -1.0, 0.0]
 
 
+SWE_FILE = "def f(x):\n    return x\n\n\ndef g(y):\n    return y\n"
+SWE_GOLD = (
+    "--- a/m.py\n+++ b/m.py\n@@ -1,6 +1,6 @@\n def f(x):\n-    return x\n+    return x + 1\n"
+    " \n \n def g(y):\n-    return y\n+    return y - 1\n"
+)
+
+
+def edits(*blocks: tuple[str, str]) -> str:
+    """A repair answer in the prompt's format: SEARCH/REPLACE blocks on m.py in <solution>."""
+    body = "".join(
+        f"### m.py\n<<<<<<< SEARCH\n{old}=======\n{new}>>>>>>> REPLACE\n" for old, new in blocks
+    )
+    return f"<think>\nfix both\n</think>\n<solution>\n```python\n{body}```\n</solution>"
+
+
+F_FIX = ("    return x\n", "    return x + 1\n")
+G_FIX = ("    return y\n", "    return y - 1\n")
+
+
+def swe_prompt() -> Prompt:
+    """A swe_rl row: the gold patch and the files its prompt showed."""
+    return prompt(
+        "Fix f and g.",
+        patch=SWE_GOLD,
+        problem_statement="f and g are off by one.",
+        context_files=["m.py"],
+        context_contents=[SWE_FILE],
+    )
+
+
+def test_swe_search_replace_answers_through_the_stage_reward() -> None:
+    scorer = StageRewards(stage("swe_patch_similarity", overlong_filtering=True))
+    eps = episodes(
+        edits(F_FIX, G_FIX),  # the gold fix in the format the prompt asks for
+        edits(F_FIX),  # half of it
+        edits(("    return x\n", "    return x\n")),  # leaves the code unchanged
+        edits(("    return z\n", "    return 0\n")),  # SEARCH text not in the file
+    )
+    scorer.score_group(swe_prompt(), eps)
+    assert rewards_of(eps) == [1.0, pytest.approx(2 / 3), 0.0, -1.0]
+
+
 def test_reward_model_sees_the_answer_after_think_and_code_switch_floor() -> None:
     seen: list[str] = []
 

@@ -273,3 +273,166 @@ def test_a_null_prompt_is_a_drop_when_skipping(lake: Lake, tmp_path: Path) -> No
         (2, "required field 'problem' is empty or null"),
         (3, "required field 'problem' is empty or null"),
     ]
+
+
+# -- input that is not what it seems: every rule holds on every read path -----------------------
+
+DEEP = "[" * 10_000 + "]" * 10_000  # past Python's recursion limit and Polars' depth limit
+DEEPISH = "[" * 300 + "]" * 300  # parsed by both, but deeper than MAX_DEPTH
+
+
+def _parquet(path: Path, **columns) -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table(columns), path)
+    return path
+
+
+def _binary(values: list, list_of: bool = False):
+    import pyarrow as pa
+
+    return pa.array(values, pa.list_(pa.binary()) if list_of else pa.binary())
+
+
+OK = '{"problem": "fine?"}\n'
+BAD_INPUTS: dict[str, tuple[object, str]] = {
+    # file name: (its content, or a function writing it; the error it must give)
+    "deep.jsonl": (OK + '{"problem": "p", "x": ' + DEEP + "}\n",
+                   r"deep.jsonl:2: malformed line: nested deeper than 256 levels"),
+    "deepish.jsonl": (OK + '{"problem": "p", "x": ' + DEEPISH + "}\n",
+                      r"deepish.jsonl:2: malformed line: nested deeper than 256 levels"),
+    "deep.json": ('[\n{"problem": "a"},\n{"problem": "b", "x": ' + DEEP + "}\n]",
+                  r"deep.json:3: malformed item 2: nested deeper than 256 levels"),
+    # Polars' fast path kept the first value, Python's json (the slow path) the last
+    "dup_flat.jsonl": (OK + '{"problem": "a", "answer": "1", "answer": "2"}\n',
+                       r"dup_flat.jsonl:2: malformed line: duplicate key 'answer'"),
+    "dup_slow.jsonl": ('{"problem": "a", "answer": "1", "answer": "2", "m": {"k": 1}}\n',
+                       r"dup_slow.jsonl:1: malformed line: duplicate key 'answer'"),
+    "dup_nested.jsonl": ('{"problem": "a", "m": {"k": 1, "k": 2}}\n',
+                         r"dup_nested.jsonl:1: malformed line: duplicate key 'k'"),
+    "dup_escaped.jsonl": (OK + '{"problem": "a", "\\u0061nswer": "1", "answer": "2"}\n',
+                          r"dup_escaped.jsonl:2: malformed line: duplicate key 'answer'"),
+    "dup.json": ('[{"problem": "a"},\n {"problem": "b", "answer": 1, "answer": 2}]',
+                 r"dup.json:2: malformed item 2: duplicate key 'answer'"),
+    "dup.csv": ("problem,answer,answer\nq?,1,2\n",
+                r"dup.csv:1: the header names the column 'answer' twice"),
+    "nan.jsonl": (OK + '{"problem": "a", "answer": NaN}\n',
+                  r"nan.jsonl:2: malformed line: NaN is not valid JSON"),
+    "inf.jsonl": ('{"problem": "a", "s": -Infinity}\n',
+                  r"inf.jsonl:1: malformed line: -Infinity is not valid JSON"),
+    "huge.jsonl": ('{"problem": "a", "s": 1e999}\n',
+                   r"huge.jsonl:1: malformed line: the number 1e999 is too large"),
+    "nan.json": ('[{"problem": "a", "s": Infinity}]',
+                 r"nan.json:1: malformed item 1: Infinity is not valid JSON"),
+    "nan.parquet": (lambda p: _parquet(p, problem=["a", "b"], s=[1.5, float("nan")]),
+                    r"nan.parquet:2: column 's' holds NaN or an infinity"),
+    "inf.parquet": (lambda p: _parquet(p, problem=["a"], v=[[1.0, float("inf")]]),
+                    r"inf.parquet:1: column 'v' holds NaN or an infinity"),
+    "bin.parquet": (lambda p: _parquet(p, problem=["a"], blob=_binary([b"\x00\xff"])),
+                    r"bin.parquet: column 'blob' holds binary data \(Binary\)"),
+    "bins.parquet": (lambda p: _parquet(p, problem=["a"], b=_binary([[b"x"]], list_of=True)),
+                     r"bins.parquet: column 'b' holds binary data"),
+    "empty.parquet": (b"", r"empty.parquet: the file is empty \(0 bytes\)"),
+    "junk.parquet": (b"not parquet at all", r"junk.parquet: not a readable Parquet file"),
+}  # fmt: skip
+
+
+def _write_bad(tmp: Path, name: str) -> Path:
+    body = BAD_INPUTS[name][0]
+    path = tmp / name
+    if callable(body):
+        body(path)
+    elif isinstance(body, bytes):
+        path.write_bytes(body)
+    else:
+        path.write_text(str(body))
+    return path
+
+
+@pytest.fixture(scope="module")
+def lake_with_raw(tmp_path_factory) -> tuple[Lake, str]:
+    """One lake for the bad inputs below: each must leave its table `raw` as it was."""
+    root = tmp_path_factory.mktemp("bad")
+    lake = Lake(root / "lake")
+    info = ingest(lake, [str(write_jsonl(root / "good.jsonl", ROWS))], "raw").version
+    return lake, info.content_hash
+
+
+@pytest.mark.parametrize("name", list(BAD_INPUTS))
+def test_bad_input_gets_one_sentence_naming_file_and_line_and_the_lake_is_untouched(
+    lake_with_raw: tuple[Lake, str], tmp_path: Path, name: str
+) -> None:
+    lake, content_hash = lake_with_raw
+    data_dir = Path(lake.data_path)
+    files = sorted(data_dir.rglob("*"))
+    with pytest.raises(IngestError, match=BAD_INPUTS[name][1]) as caught:
+        ingest(lake, [str(_write_bad(tmp_path, name))], "raw")
+    assert "\n" not in str(caught.value)
+    assert [v.version for v in lake.versions("raw")] == [1]
+    assert lake.verify_hash("raw").content_hash == content_hash
+    assert lake.read("raw").num_rows == 3
+    assert sorted(data_dir.rglob("*")) == files, "the refused ingest left files in the lake"
+
+
+SKIPPABLE = ["deep.jsonl", "deepish.jsonl", "deep.json", "dup_flat.jsonl", "dup_escaped.jsonl",
+             "dup.json", "nan.jsonl", "nan.parquet"]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", SKIPPABLE)
+def test_each_bad_line_or_row_is_skippable(
+    lake_with_raw: tuple[Lake, str], tmp_path: Path, name: str
+) -> None:
+    lake, _ = lake_with_raw
+    table = name.replace(".", "_")
+    report = ingest(lake, [str(_write_bad(tmp_path, name))], table, on_error="skip")
+    assert report.version.rows == 1 and len(report.malformed) == 1
+    reasons = lake.sql(f"SELECT reason FROM drops WHERE output_table = '{table}'").fetchall()
+    assert reasons == [("malformed",)]
+
+
+def test_keys_that_only_look_repeated_are_not_duplicates(lake: Lake, tmp_path: Path) -> None:
+    rows = [
+        # the same key at different depths, and in sibling objects
+        {"problem": "a?", "m": {"problem": "x"}, "turns": [{"role": "u"}, {"role": "a"}]},
+        # key-like text inside a value
+        {"problem": 'b? {"problem": 1, "problem": 2}', "answer": '"answer": 3'},
+    ]
+    path = write_jsonl(tmp_path / "k.jsonl", rows)
+    ingest(lake, [str(path)], "keys")
+    frame = lake.read("keys").to_pylist()
+    assert [r["problem"] for r in frame] == ["a?", 'b? {"problem": 1, "problem": 2}']
+    assert json.loads(frame[0]["metadata"]) == {"m": {"problem": "x"}, "turns": rows[0]["turns"]}
+    flat = write_jsonl(tmp_path / "flat.jsonl", [rows[1]])  # read by Polars' fast path
+    ingest(lake, [str(flat)], "flat")
+    assert lake.read("flat")["answer"].to_pylist() == ['"answer": 3']
+
+
+def test_a_byte_order_mark_is_skipped(lake: Lake, tmp_path: Path) -> None:
+    bom = b"\xef\xbb\xbf"
+    (tmp_path / "b.json").write_bytes(bom + json.dumps(ROWS[:2]).encode())
+    (tmp_path / "b.jsonl").write_bytes(bom + b"".join(json.dumps(r).encode() + b"\n" for r in ROWS))
+    ingest(lake, [str(tmp_path / "b.json")], "arr")
+    ingest(lake, [str(tmp_path / "b.jsonl")], "lines")
+    assert lake.read("arr")["problem"].to_pylist() == [r["problem"] for r in ROWS[:2]]
+    assert lake.read("lines")["problem"].to_pylist() == [r["problem"] for r in ROWS]
+    assert json.loads(lake.read("lines")["metadata"][0].as_py()) == {"level": 1, "tags": ["easy"]}
+
+
+def test_json_array_items_keep_nested_values_as_json(lake: Lake, tmp_path: Path) -> None:
+    rows = [{"problem": "a?", "tags": ["x"], "m": {"k": [1, {"z": None}]}}]
+    (tmp_path / "n.json").write_text(json.dumps(rows))
+    ingest(lake, [str(tmp_path / "n.json")], "arr")
+    assert json.loads(lake.read("arr")["metadata"][0].as_py()) == {
+        "tags": ["x"],
+        "m": {"k": [1, {"z": None}]},
+    }
+
+
+def test_a_parquet_file_without_rows_names_the_file(lake: Lake, tmp_path: Path) -> None:
+    import pyarrow as pa
+
+    path = _parquet(tmp_path / "zero.parquet", problem=pa.array([], pa.string()))
+    with pytest.raises(IngestError, match=rf"no rows found in {path}; nothing was committed"):
+        ingest(lake, [str(path)], "raw")
+    assert lake.tables() == []

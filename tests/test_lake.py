@@ -285,6 +285,57 @@ def test_kill_9_at_random_moments(tmp_path: Path) -> None:
         assert fresh.read("t@1").num_rows == 7
 
 
+def test_the_next_commit_deletes_what_killed_writers_left_and_spares_a_running_one(
+    tmp_path: Path,
+) -> None:
+    lake = Lake(tmp_path / "lake")
+    lake.commit("t", prompts(7), kind="prompts")
+    table_dir = Path(lake.data_path) / "main" / "t"
+    before = set(table_dir.iterdir())
+    # killed mid-write: as soon as its first data file is on disk
+    proc = _writer(lake.path, 200_000)
+    deadline = time.monotonic() + 120
+    while set(table_dir.iterdir()) == before and proc.poll() is None:
+        assert time.monotonic() < deadline, "the writer wrote no file"
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    # killed with every file written, before registering them
+    proc = _writer(lake.path, 20_000, pause="before_commit")
+    assert proc.stdout.readline().startswith("PAUSED"), proc.stderr.read()
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    killed = set(table_dir.iterdir()) - before - {Path(f) for f in _registered(lake)}
+    assert killed, "the killed writers left no orphans to collect"
+    # a writer in flight: its files are written, it is stopped before registering them
+    running = _writer(lake.path, 1000, pause="before_commit", CASCADE_TEST_PAUSE_SECONDS="6")
+    try:
+        assert running.stdout.readline().startswith("PAUSED"), running.stderr.read()
+        running.send_signal(signal.SIGSTOP)
+        in_flight = set(table_dir.iterdir()) - before - killed
+        assert in_flight
+        fresh = Lake(lake.path)
+        committed = fresh.commit("t", prompts(3), kind="prompts")
+        assert not killed & set(table_dir.iterdir()), "the killed writers' files are still there"
+        assert in_flight <= set(table_dir.iterdir()), "a running writer's files were deleted"
+        running.send_signal(signal.SIGCONT)
+        out, err = running.communicate(timeout=120)
+    finally:
+        running.kill()
+        running.wait()
+    assert running.returncode == 0, err
+    assert f"COMMITTED {committed.version + 1}" in out  # it landed on top, with its files
+    fresh = Lake(lake.path)
+    assert set(table_dir.iterdir()) == {Path(f) for f in _registered(fresh)}
+    _assert_consistent(fresh)
+    assert fresh.read("t@1").num_rows == 7
+    assert list((lake.path / "writers" / "t").iterdir()) == []  # no lease left behind
+
+
+def _registered(lake: Lake) -> set[str]:
+    return {f for v in lake.versions("t") for f in lake.files(v.ref)}
+
+
 def test_concurrent_committers_all_land(tmp_path: Path) -> None:
     lake = Lake(tmp_path / "lake")
     procs = [_writer(lake.path, 2000, commits=4) for _ in range(3)]

@@ -161,6 +161,37 @@ def test_a_plain_duckdb_client_opens_the_lake(remote) -> None:
     assert out.stdout.split() == ["9", "3"]
 
 
+def test_the_viewer_reads_a_remote_lake_confined_to_its_files(remote) -> None:
+    import duckdb
+
+    from cli.serve import read_only_connection, run_query
+    from cli.serve_query import QueryLimits
+
+    lake, _ = remote
+    lake.commit("p", prompts(4), kind="prompts")
+    lake.commit("p", prompts(2), kind="prompts")
+    reader = Lake(lake.path, create=False, read_only=True)
+    limits = QueryLimits(seconds=60)
+    for query, want in (("SELECT count(*) FROM p", 2), ('SELECT count(*) FROM "p@1"', 4)):
+        result = run_query(reader, query, limits, 10, lake.path.parent)
+        assert result.rows == [(want,)]
+    con = read_only_connection(reader, "SELECT 1")
+    for barred in (
+        "SELECT * FROM read_text('/etc/passwd')",
+        f"SELECT * FROM read_text('{reader.data_path}')",
+        f"COPY (SELECT 1 AS x) TO '{reader.data_path}new.parquet'",
+    ):
+        with pytest.raises(duckdb.PermissionException):
+            con.execute(barred)
+    with pytest.raises(duckdb.Error, match="READ ONLY|read-only"):
+        con.execute(
+            "CALL postgres_execute('__ducklake_metadata_lake', 'DROP TABLE ducklake_snapshot')"
+        )
+    con.close()
+    assert reader.versions("p")[-1].version == 2
+    reader.verify_hash("p@2")
+
+
 @pytest.mark.parametrize("point", ["mid_write", "before_commit", "in_transaction", "after_commit"])
 def test_kill_9_mid_commit_leaves_old_or_new_version_on_object_storage(remote, point) -> None:
     lake, s3 = remote

@@ -8,12 +8,16 @@ screenshot of the demo build's report there.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import html
 import os
 import shutil
 import tempfile
 import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from selenium import webdriver
@@ -52,11 +56,13 @@ def demo(tmp_path_factory):
     root = tmp_path_factory.mktemp("browser")
     lake = Lake(root / "lake")
     built = build_dataset(lake, math_rl_v2, profile="demo", manifests_dir=lake.path / "manifests")
-    server = make_server(Viewer(Lake(lake.path, create=False, read_only=True)), "127.0.0.1", 0)
+    viewer = Viewer(Lake(lake.path, create=False, read_only=True))
+    server = make_server(viewer, "127.0.0.1", 0)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}", lake, built
     server.shutdown()
     server.server_close()
+    viewer.close()
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +72,7 @@ def browser() -> Iterator[WebDriver]:
     options.binary_location = CHROMIUM or ""
     for flag in (*FLAGS, f"--user-data-dir={profile}"):
         options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # to see CSP violations
     driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
     driver.set_page_load_timeout(60)
     yield driver
@@ -94,6 +101,13 @@ def screenshot_on_failure(driver: WebDriver, where: Path, name: str) -> Iterator
 
 def wait(driver: WebDriver, seconds: float = 30) -> WebDriverWait:
     return WebDriverWait(driver, seconds)
+
+
+def policy_violations(driver: WebDriver) -> list[str]:
+    """Console messages since the last call that report a Content-Security-Policy violation."""
+    return [
+        e["message"] for e in driver.get_log("browser") if "Content Security Policy" in e["message"]
+    ]
 
 
 def funnel_points(driver: WebDriver) -> list[int]:
@@ -147,7 +161,9 @@ def test_served_report_draws_the_funnel_and_opens_a_dropped_rows_evidence(
 ) -> None:
     base, _, built = demo
     with screenshot_on_failure(browser, shots, "served-report"):
-        browser.get(base + "/report/math_rl_v2@1")
+        browser.get(base + "/table/math_rl_v2")
+        policy_violations(browser)
+        browser.find_element(By.ID, "report-math_rl_v2@1").click()  # the form posts
         first = built.manifest.funnel[0].rows_in
         assert funnel_points(browser) == [first, *(f.rows_out for f in built.manifest.funnel)]
         row = open_first_sample(browser, "dropped · decontaminate · contaminated")
@@ -155,12 +171,16 @@ def test_served_report_draws_the_funnel_and_opens_a_dropped_rows_evidence(
         assert len(marks) >= 2 and all(m.is_displayed() for m in marks)
         item = row.find_element(By.CSS_SELECTOR, "pre.benchmark-item mark.ngram")
         assert item.text.lower().split()[0] in marks[0].text.lower()
+        assert policy_violations(browser) == []  # its scripts ran under the page's policy
 
 
 def test_a_uid_in_query_results_leads_to_its_drops(demo, browser, shots) -> None:
     base, _, _ = demo
     with screenshot_on_failure(browser, shots, "row-drops"):
         browser.get(base + "/sql?q=SELECT+uid+FROM+drops+WHERE+step+%3D+'near_dedup'+LIMIT+1")
+        assert not browser.find_elements(By.ID, "sql-result")  # a link fills the box only
+        browser.find_element(By.ID, "sql-run").click()
+        wait(browser).until(ec.presence_of_element_located((By.ID, "sql-result")))
         browser.find_element(By.CSS_SELECTOR, "#sql-result td a").click()
         sample = wait(browser).until(
             ec.presence_of_element_located((By.CSS_SELECTOR, "details.sample"))
@@ -195,3 +215,54 @@ def test_the_demo_builds_report_file_in_the_browser(demo, browser, shots) -> Non
         assert browser.save_screenshot(str(shot))
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 50_000
         browser.set_window_size(1400, 1000)
+
+
+def lake_hashes(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.name.endswith(("-wal", "-shm"))
+    }
+
+
+@contextlib.contextmanager
+def attacker_site(page: str) -> Iterator[str]:
+    """Another site (localhost, not 127.0.0.1) serving one page, as its base URL."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            body = page.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://localhost:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_page_on_another_site_cannot_run_a_query(demo, browser, shots) -> None:
+    base, lake, _ = demo
+    published = lake.files("math_rl_v2")[0]
+    attack = f"EXPLAIN ANALYZE COPY (SELECT 1 AS x) TO '{published}' (FORMAT parquet)"
+    page = (  # the <img> first; once it has its answer (never an image), the <form>
+        f'<form method="post" action="{base}/sql"><input name="q" value="{html.escape(attack)}">'
+        '<input name="token" value="guessed"></form>'
+        f'<img src="{base}/sql?q={quote(attack)}" onerror="document.forms[0].submit()">'
+    )
+    before = lake_hashes(lake.path)
+    with attacker_site(page) as site, screenshot_on_failure(browser, shots, "cross-site"):
+        browser.get(site + "/")
+        wait(browser).until(lambda d: d.current_url.startswith(base))  # the form was sent
+        assert lake_hashes(lake.path) == before  # neither the <img> nor the <form> ran it
+        assert "from another site" in browser.find_element(By.TAG_NAME, "body").text
+    lake.verify_hash("math_rl_v2")

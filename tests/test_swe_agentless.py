@@ -19,10 +19,7 @@ from curation.swe.localization import (
     parse_ranked_files,
 )
 from curation.swe.repair import (
-    EditError,
-    apply_edits,
     build_repair_prompts,
-    parse_repair,
     score_repairs,
     select_repair_bucket,
     select_sft_repairs,
@@ -36,6 +33,7 @@ from curation.swe.test_generation import (
     sandbox_program,
 )
 from curation.verify.sandbox import FunctionalTest, Sandbox, SandboxLimits
+from curation.verify.swe import EditError, apply_edits, parse_repair
 
 STATS = '''\
 """Summary statistics."""

@@ -16,6 +16,8 @@ from builders import swe_rl, swe_sft
 from builders.runner import Build
 from curation.generate.backend import Completion, GenerationRequest
 from curation.ingest import ingest
+from curation.swe.repository import Snapshot, repo_dir
+from curation.verify.swe import swe_reward
 from lake import Lake
 
 WRONG = ("calc/stats.py", "    total = 0\n", "    total = 1\n")
@@ -185,6 +187,18 @@ def test_swe_rl_prompts_come_from_hard_instances(world) -> None:
     assert row["prompt_kind"] == "mixed" and row["distractor_files"] == ["calc/report.py"]
     assert sorted(row["context_files"]) == ["calc/io.py", "calc/report.py", "calc/stats.py"]
     assert row["prompt_tokens"] == words(row["prompt"]) <= 10_000
+    # The row carries what the SWE RL reward needs: the files as the prompt showed them, so a
+    # rollout's SEARCH/REPLACE edits score as the bucket step scored the teacher's.
+    snap = Snapshot(repo_dir(common["repos_dir"], "acme/calc"), row["base_commit"])
+    shown = dict(zip(row["context_files"], row["context_contents"], strict=True))
+    assert shown == snap.read_many(row["context_files"])
+    assert row["problem_statement"] == f"[HARD] {ISSUE}"  # what the patch judge is shown
+    columns = {k: [row[k]] for k in ("patch", "context_files", "context_contents")}
+    scores = [
+        swe_reward([row["prompt"]], [answer], **columns)[0]
+        for answer in (solution(FIX_MEAN, FIX_PARSE), solution(FIX_MEAN), "no idea")
+    ]
+    assert scores == [1.0, pytest.approx(2 / 3), -1.0]
     floor = run(swe_rl, {**params, "min_prompt_tokens": 5000}, lake, root, frame)[0]
     assert floor["rl_prompts"].dropped["reason"].to_list() == ["prompt_below_min_tokens"]
 

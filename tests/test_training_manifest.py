@@ -137,10 +137,13 @@ def test_cascade_8b_manifest_has_the_papers_structure() -> None:
         "code_rl": (128, 8, 1.0, 0.95, None, 4e-6, 49152, False, 90, 1.0, "code_tests")
         + (0.0, "none"),
         "swe_rl_16k": (128, 16, 1.0, 1.0, None, 2.5e-6, 16384, True, 30, 1.0)
-        + ("swe_patch_similarity", None, "none"),
+        + ("swe_patch_judge", None, "none"),
         "swe_rl_24k": (128, 16, 1.0, 1.0, None, 2.5e-6, 16384, True, 30, 1.0)
-        + ("swe_patch_similarity", None, "none"),
+        + ("swe_patch_judge", None, "none"),
     }
+    # SWE RL's semantic reward: P(YES) of Kimi-Dev-72B, its server named by an env variable.
+    judges = {(s.patch_judge.base_url, s.patch_judge.model) for s in m.stages[-2:]}
+    assert judges == {("env:CASCADE_PATCH_JUDGE_URL", "moonshotai/Kimi-Dev-72B")}
     assert all(
         (s.kl_coef, s.entropy_coef, s.loss_level, s.reward_shaping) == (0, 0, "token", "none")
         for s in rl.values()

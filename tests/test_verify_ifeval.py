@@ -182,9 +182,25 @@ def test_verdict_levels_and_thinking_part_ignored() -> None:
 
 def test_ifeval_reward_trl_style() -> None:
     rewards = ifeval_reward(
-        ["p", "p", "p"],
-        ["no commas", [{"role": "assistant", "content": "a, b"}], "x"],
-        instruction_id_list=[["punctuation:no_comma"]] * 2 + [["bogus:id"]],
-        kwargs=[[{}]] * 3,
+        ["p", "p"],
+        ["no commas", [{"role": "assistant", "content": "a, b"}]],
+        instruction_id_list=[["punctuation:no_comma"]] * 2,
+        kwargs=[[{}]] * 2,
     )
-    assert rewards == [1.0, 0.0, None]
+    assert rewards == [1.0, 0.0]
+
+
+def test_ifeval_reward_refuses_a_row_it_cannot_decide() -> None:
+    """An unknown id or unusable kwargs is a data error naming the row, not a None the trainer
+    would skip (a stage whose rows all went undecided trained on nothing, silently)."""
+    batch = {"instruction_id_list": [["punctuation:no_comma"], ["bogus:id"]], "kwargs": [[{}]] * 2}
+    with pytest.raises(ValueError, match=r"^IF reward: row 1: unknown instruction id 'bogus:id'"):
+        ifeval_reward(["p", "p"], ["a", "b"], **batch)
+    with pytest.raises(ValueError, match=r"row 1 \(uid 'src:7'\): unknown instruction id 'bogus"):
+        ifeval_reward(["p", "p"], ["a", "b"], uid=["src:3", "src:7"], **batch)
+    bad_kwargs = {"instruction_id_list": [["keywords:frequency"]], "kwargs": [[{"keyword": "x"}]]}
+    with pytest.raises(ValueError, match=r"row 0: keywords:frequency: bad kwargs \['keyword'\]"):
+        ifeval_reward(["p"], ["x"], **bad_kwargs)
+    # the IF-RLVR and IFBench ids are decided, not refused
+    ids = [["punctuation:punctuation_dot"], ["format:no_whitespace"]]
+    assert ifeval_reward(["p"] * 2, ["no dot", "a b"], ids, [[{}], [{}]]) == [1.0, 0.0]

@@ -7,7 +7,11 @@
 | `if_verifier`              | 1 if every instruction is followed, else 0                     |
 | `if_verifier+reward_model` | 1 + sigmoid(z) when the verifier passes (z: the reward model's |
 |                            | score z-normalized over the group), else 0                     |
-| `swe_patch_similarity`     | 1 same changes, 0 no-op, -1 unparsable, else similarity        |
+| `swe_patch_similarity`     | the SEARCH/REPLACE edits (else a ```diff block) applied to the |
+|                            | prompt's files: 1 same changes as the gold patch, 0 no-op, -1  |
+|                            | unparsable or unappliable, else the changed-line similarity    |
+| `swe_patch_judge`          | as above for 1, 0 and -1; otherwise P("YES") of the stage's    |
+|                            | `patch_judge` (an LLM asked if the patch equals the gold one)  |
 | `reward_model`             | the reward model's score of the text after `</think>` (the    |
 |                            | whole output when `</think>` is missing)                      |
 
@@ -36,6 +40,7 @@ from pathlib import Path
 from typing import Protocol
 
 from curation.verify import (
+    PatchJudge,
     code_reward,
     final_answer_part,
     ifeval_reward,
@@ -257,20 +262,44 @@ class RemoteRewardModel:
             raise RuntimeError(f"reward server {self.url} is unreachable ({reason})") from None
 
 
+def patch_judge_for(stage: GRPOStage) -> PatchJudge:
+    """The stage's `patch_judge` as a client (its `env:NAME` URL read now)."""
+    spec = stage.patch_judge
+    if spec is None:
+        raise ValueError(f"stage {stage.name!r}: reward {stage.reward!r} needs patch_judge")
+    return PatchJudge(
+        spec.resolved_base_url(),
+        spec.model,
+        api_key_env=spec.api_key_env,
+        max_tokens=spec.max_tokens,
+        top_logprobs=spec.top_logprobs,
+        concurrency=spec.concurrency,
+        timeout=spec.timeout_s,
+    )
+
+
 class StageRewards:
-    """Scores one group at a time for a GRPO stage (see the module docstring)."""
+    """Scores one group at a time for a GRPO stage (see the module docstring).
+
+    `swe_patch_judge` stages build their judge client from the stage's `patch_judge` unless
+    one is given.
+    """
 
     def __init__(
         self,
         stage: GRPOStage,
         override: RewardFn | None = None,
         reward_model: RewardModel | None = None,
+        patch_judge: PatchJudge | None = None,
     ) -> None:
         if "reward_model" in stage.reward and override is None and reward_model is None:
             raise ValueError(f"stage {stage.name!r}: reward {stage.reward!r} needs a reward model")
+        if stage.reward == "swe_patch_judge" and override is None and patch_judge is None:
+            patch_judge = patch_judge_for(stage)
         self.stage = stage
         self.override = override
         self.reward_model = reward_model
+        self.patch_judge = patch_judge
 
     def score_group(self, prompt: Prompt, episodes: Sequence[Episode]) -> None:
         """Fill `reward` and `code_switched` of a group's episodes (thread-safe)."""
@@ -283,6 +312,8 @@ class StageRewards:
             rewards = list(self.override(prompts, completions, **columns))
         elif kind == "reward_model":
             rewards = rm_scores(self.reward_model, prompts, completions)  # type: ignore[arg-type]
+        elif kind == "swe_patch_judge":
+            rewards = self.patch_judge.reward(prompts, completions, **columns)  # type: ignore[union-attr]
         elif kind == "if_verifier+reward_model":
             passed = ifeval_reward(prompts, completions, **columns)
             scores = rm_scores(self.reward_model, prompts, completions)  # type: ignore[arg-type]

@@ -1,7 +1,9 @@
 """RL prompts: rows of the stage's verified datasets, drawn in a seeded, resumable order.
 
 A prompt is a conversation without its reply plus the row's other columns, which go to the
-reward function (`answer`, `tests`, `instruction_id_list` / `kwargs`, `patch`, a domain...).
+reward function (`answer`, `tests`, `instruction_id_list` / `kwargs`, `patch` with the files the
+prompt showed (`context_files` / `context_contents`, which SEARCH/REPLACE answers are applied
+to), a domain...).
 `PromptStream` hands out prompts epoch after epoch in an order fixed by (seed, epoch); with
 epoch-level dynamic filtering (Math RL, recipe 7.4) each new epoch's pool leaves out the
 prompts the last pass solved every time or never, re-admitting each with a small probability
@@ -25,7 +27,8 @@ REWARD_COLUMNS: dict[str, tuple[str, ...]] = {
     "code_tests": ("tests",),
     "if_verifier": ("instruction_id_list", "kwargs"),
     "if_verifier+reward_model": ("instruction_id_list", "kwargs"),
-    "swe_patch_similarity": ("patch",),
+    "swe_patch_similarity": ("patch", "context_files", "context_contents"),
+    "swe_patch_judge": ("patch", "problem_statement", "context_files", "context_contents"),
     "reward_model": (),
 }
 

@@ -136,6 +136,21 @@ def control_plans(plans: list[StagePlan], control: str) -> list[StagePlan]:
     ]
 
 
+def check_endpoints(plans: list[StagePlan], manifest_path: Path) -> None:
+    """Every planned stage's `env:NAME` server URL is set, before anything trains (the shipped
+    recipe names its SWE patch judge that way until a server is up)."""
+    for p in plans:
+        judge = getattr(p.stage, "patch_judge", None)
+        if judge is None:
+            continue
+        try:
+            judge.resolved_base_url()
+        except ValueError as exc:
+            raise ManifestError(
+                f"{manifest_path}: stages[{p.stage.name}].patch_judge.base_url: {exc}"
+            ) from None
+
+
 @dataclass
 class VerifiedStage:
     """A stage's references after their hash check (done once, here)."""
@@ -193,6 +208,7 @@ def run_cascade(
     if control is not None:
         plans = control_plans(plans, control)
     checked = verify_data(plans, manifest_path, lake_path)
+    check_endpoints(plans, manifest_path)
     all_plans = plan(manifest, manifest_path, None)
     finals_by_name = {p.stage.name: p.stage_dir / "final" for p in all_plans}
     finals: list[Path] = []

@@ -9,7 +9,9 @@
                                             command, code version and manifest hash
     out/cascade_manifest.json               the dataset manifest the card links to
 
-`parquet` and `jsonl` write the same data layout (jsonl shards for `jsonl`) and the manifest
+Nothing is written unless the version's data files still hash to its recorded content hash
+(`Lake.verify_hash`, what `cascade lake verify` and `cascade train` check). `parquet` and
+`jsonl` write the same data layout (jsonl shards for `jsonl`) and the manifest
 without the card. Rows are split by a `split` column when the table has one, else all rows
 are `train`. Rows stream from DuckDB to the shards, so a table need not fit in memory.
 """
@@ -34,7 +36,7 @@ import pyarrow.parquet as pq
 from huggingface_hub import DatasetCard, DatasetCardData
 
 from builders.publish.manifest_file import ManifestFile, find_manifest
-from lake import Lake, VersionInfo
+from lake import Lake, LakeError, VersionInfo
 from schemas.dataset_manifest import DatasetManifest
 
 FORMATS = ("parquet", "jsonl", "hf")
@@ -97,6 +99,10 @@ def export_dataset(
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ExportError(f"{out} is not an empty directory; export into a new one")
     info = lake.resolve(ref)
+    try:  # a file changed since the commit must not leave under the version's hash and card
+        lake.verify_hash(info.ref)
+    except LakeError as exc:
+        raise ExportError(f"{exc}; refusing to publish it") from None
     found = find_manifest(lake, info, manifest, search)
     out.mkdir(parents=True, exist_ok=True)
     export = Export(out, info, manifest=found)

@@ -4,6 +4,8 @@ The token comes from where huggingface_hub always looks (HF_TOKEN, or `hf auth l
 cache) unless one is given. One commit uploads the data shards, the card and the dataset
 manifest and deletes shards an earlier push left under data/, so the repo holds exactly this
 version; the commit is tagged `v<N>`, which links the Hub revision to the lake version.
+The export checks the version's content hash first, so a tampered version never reaches the
+Hub (nothing is created or uploaded).
 """
 
 from __future__ import annotations

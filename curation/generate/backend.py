@@ -66,6 +66,9 @@ class Completion:
     `finish_reason` is `stop` (the model ended) or `length` (cut at max_new_tokens).
     `reasoning` is set only when the backend got it separately (server-side reasoning
     parser); `opened_in_prompt` when the rendered prompt ended with `<think>`.
+    `token_logprobs`, when asked for (the openai backend's `top_logprobs`), is one entry per
+    generated token as OpenAI-compatible servers give it: `{"token", "logprob",
+    "top_logprobs": [{"token", "logprob"}, ...]}`.
     """
 
     key: str
@@ -75,6 +78,7 @@ class Completion:
     finish_reason: str
     reasoning: str | None = None
     opened_in_prompt: bool = False
+    token_logprobs: tuple[dict[str, Any], ...] | None = None
 
 
 class Backend(Protocol):

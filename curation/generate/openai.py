@@ -5,7 +5,10 @@ The server renders the prompt with its own chat template; Qwen3-style switches t
 each sample has its own `seed`. Requests run on a bounded thread pool; throttling (429),
 server errors (5xx), timeouts and dropped connections are retried with exponential backoff
 and jitter (honouring `Retry-After`); other client errors (400, 401, 404) fail at once
-with the server's message. Uses only the standard library's HTTP client.
+with the server's message. With `top_logprobs` > 0 each completion also carries the
+generated tokens' log-probs and their top alternatives (`logprobs: true`, as vLLM, SGLang
+and the OpenAI API take it), e.g. for a judge's P("YES"). Uses only the standard library's
+HTTP client.
 """
 
 from __future__ import annotations
@@ -41,12 +44,16 @@ class OpenAIBackend:
         max_retries: int = 5,
         backoff_base: float = 1.0,
         backoff_max: float = 60.0,
+        top_logprobs: int = 0,
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {concurrency}")
         if timeout <= 0:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+        if not 0 <= top_logprobs <= 20:
+            raise ValueError(f"top_logprobs must be in [0, 20], got {top_logprobs}")
         self.model = model
+        self.top_logprobs = top_logprobs
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.concurrency = concurrency
         self.timeout = timeout
@@ -56,7 +63,8 @@ class OpenAIBackend:
         self._api_key = os.environ.get(api_key_env) if api_key_env else None
 
     def payload(self, request: GenerationRequest) -> dict[str, Any]:
-        """The JSON body for one request (top_k and template switches only when set)."""
+        """The JSON body for one request (top_k, template switches and log-probs only when
+        set)."""
         body: dict[str, Any] = {
             "model": request.model,
             "messages": [dict(m) for m in request.messages],
@@ -70,6 +78,9 @@ class OpenAIBackend:
             body["top_k"] = request.sampling.top_k
         if request.template_kwargs:
             body["chat_template_kwargs"] = dict(request.template_kwargs)
+        if self.top_logprobs:
+            body["logprobs"] = True
+            body["top_logprobs"] = self.top_logprobs
         return body
 
     def generate(self, requests: Sequence[GenerationRequest]) -> Iterator[Completion]:
@@ -133,6 +144,7 @@ class OpenAIBackend:
             choice = body["choices"][0]
             message = choice["message"]
             usage = body["usage"]
+            logprobs = (choice.get("logprobs") or {}).get("content") if self.top_logprobs else None
             return Completion(
                 key=request.key,
                 text=message.get("content") or "",
@@ -140,6 +152,7 @@ class OpenAIBackend:
                 completion_tokens=int(usage["completion_tokens"]),
                 finish_reason=str(choice.get("finish_reason") or "stop"),
                 reasoning=message.get("reasoning_content") or message.get("reasoning"),
+                token_logprobs=tuple(logprobs) if logprobs is not None else None,
             )
         except (KeyError, IndexError, TypeError, ValueError) as exc:
             raise BackendError(

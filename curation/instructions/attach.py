@@ -21,73 +21,98 @@ import polars as pl
 
 from curation.generate.backend import Backend
 from curation.generate.samples import Sampler
-from curation.instructions.taxonomy import INSTRUCTIONS, WordDraw, conflicts, kwargs_conflict
-from curation.instructions.witness import compliant_response
+from curation.instructions.iftrain import IFTRAIN
+from curation.instructions.taxonomy import IFEVAL, InstructionType, Taxonomy, WordDraw
 from curation.text import prompt_ids
 from lake import Lake, StepResult
 
 REPEAT = "combination:repeat_prompt"
+TAXONOMIES: dict[str, Taxonomy] = {t.name: t for t in (IFEVAL, IFTRAIN)}
+"""The taxonomies instructions are attached from: IFEval's (IF-RL sub-stage 1) and the IF-RLVR
+training constraints (sub-stage 2). IFBench's evaluation constraints are never attached."""
+
+DEFAULT_PER_PROMPT = (1, 10)
+"""Instructions per prompt: the recipe's IF-RL data carries 1-10 (Llama-Nemotron IF)."""
+
+
+def taxonomy_named(name: str) -> Taxonomy:
+    """The taxonomy called `name`, or ValueError naming the known ones."""
+    try:
+        return TAXONOMIES[name]
+    except KeyError:
+        raise ValueError(f"unknown taxonomy {name!r}; known: {sorted(TAXONOMIES)}") from None
+
+
+def _instruction_type(instruction: str) -> InstructionType:
+    for taxonomy in TAXONOMIES.values():
+        if instruction in taxonomy.types:
+            return taxonomy.types[instruction]
+    raise ValueError(f"unknown instruction id {instruction!r}")
 
 
 def draw_instruction_set(
     rng: random.Random,
     base_prompt: str,
     *,
-    per_prompt: tuple[int, int] = (1, 3),
+    per_prompt: tuple[int, int] = DEFAULT_PER_PROMPT,
     instruction_ids: Sequence[str] | None = None,
     max_attempts: int = 50,
+    taxonomy: str = "ifeval",
 ) -> tuple[list[str], list[dict[str, Any]], str, int] | None:
     """(ids, kwargs, prompt with the instructions, attempts) or None after `max_attempts`.
 
     The number of instructions is uniform in `per_prompt` (drawn once, so sets that are
-    harder to satisfy are not made rarer); each next type is uniform among those that
-    conflict with none already chosen (a draw that runs out starts over).
+    harder to satisfy are not made rarer); each next type is uniform among those of the
+    taxonomy that conflict with none already chosen (a draw that runs out starts over).
     """
-    allowed = sorted(instruction_ids or INSTRUCTIONS)
+    chosen = taxonomy_named(taxonomy)
+    allowed = sorted(instruction_ids or chosen.types)
     low, high = per_prompt
     want = rng.randint(low, high)
     for attempt in range(1, max_attempts + 1):
         ids: list[str] = []
         while len(ids) < want:
-            free = [i for i in allowed if not any(conflicts(i, c) for c in ids)]
+            free = [i for i in allowed if not any(chosen.conflicts(i, c) for c in ids)]
             if not free:
                 break
             ids.append(rng.choice(free))
         if len(ids) < want:
             continue
         ids.sort(key=lambda i: i == REPEAT)  # the repeat instruction comes after the request
-        words = WordDraw(rng)
-        kwargs = [INSTRUCTIONS[i].draw(rng, words) for i in ids]
-        if kwargs_conflict(ids, kwargs):
+        words = WordDraw(rng, prompt=base_prompt.strip())
+        kwargs = [chosen.types[i].draw(rng, words) for i in ids]
+        if chosen.kwargs_conflict(ids, kwargs):
             continue
         prompt = assemble_prompt(base_prompt, ids, kwargs)
-        if compliant_response(ids, kwargs) is not None:
+        if chosen.witness(ids, kwargs) is not None:
             return ids, kwargs, prompt, attempt
     return None
 
 
 def assemble_prompt(base_prompt: str, ids: Sequence[str], kwargs: list[dict[str, Any]]) -> str:
     """The prompt with each instruction's text on its own line; fills `prompt_to_repeat`
-    (everything before the repeat instruction) in place."""
+    (everything before the instruction that asks to repeat or copy it) in place."""
     text = base_prompt.strip()
     for instruction, args in zip(ids, kwargs, strict=True):
-        if instruction == REPEAT:
+        if "prompt_to_repeat" in args:
             args["prompt_to_repeat"] = text
-        text = f"{text}\n{INSTRUCTIONS[instruction].describe(args)}"
+        text = f"{text}\n{_instruction_type(instruction).describe(args)}"
     return text
 
 
 def attach_instructions(
     df: pl.DataFrame,
     *,
-    per_prompt: Sequence[int] = (1, 3),
+    per_prompt: Sequence[int] = DEFAULT_PER_PROMPT,
     seed: int = 0,
     instruction_ids: Sequence[str] | None = None,
     max_prompt_words: int = 1024,
     text_column: str = "problem",
     max_attempts: int = 50,
+    taxonomy: str = "ifeval",
 ) -> StepResult:
-    """Give each prompt 1..N verifiable IFEval-taxonomy instructions.
+    """Give each prompt 1..N verifiable instructions of one taxonomy (`TAXONOMIES`: IFEval's,
+    or the IF-RLVR training constraints), no two of which conflict.
 
     Kept rows: `problem` becomes the prompt with the instruction texts (the original is kept
     in `base_problem`, its id in `base_id`; `id` is the new prompt's id), plus
@@ -96,11 +121,15 @@ def attach_instructions(
     (how many draws it took). Dropped: `empty_prompt`, `too_long` (over `max_prompt_words`
     words, with `prompt_words`), `no_verifiable_set` (no satisfiable draw; not expected).
     """
-    low, high = _check_range(per_prompt)
+    chosen = taxonomy_named(taxonomy)
+    low, high = _check_range(per_prompt, len(chosen.types))
     if instruction_ids:
-        unknown = sorted(set(instruction_ids) - set(INSTRUCTIONS))
+        unknown = sorted(set(instruction_ids) - set(chosen.types))
         if unknown:
-            raise ValueError(f"unknown instruction ids {unknown}; known: {sorted(INSTRUCTIONS)}")
+            raise ValueError(
+                f"unknown instruction ids {unknown} for taxonomy {taxonomy!r}; known: "
+                f"{sorted(chosen.types)}"
+            )
     if text_column not in df.columns or "uid" not in df.columns:
         raise ValueError(f"attach_instructions needs 'uid' and {text_column!r}; has {df.columns}")
     rows: list[dict[str, Any] | None] = []
@@ -124,6 +153,7 @@ def attach_instructions(
             per_prompt=(low, high),
             instruction_ids=instruction_ids,
             max_attempts=max_attempts,
+            taxonomy=taxonomy,
         )
         if drawn is None:
             rows.append(None)
@@ -161,6 +191,7 @@ def attach_instructions(
     )
     counts = Counter(i for r in chosen for i in r["ids"])
     stats = {
+        "taxonomy": taxonomy,
         "kept": kept.height,
         "instructions_per_prompt": dict(sorted(Counter(len(r["ids"]) for r in chosen).items())),
         "instruction_counts": dict(sorted(counts.items())),
@@ -169,11 +200,11 @@ def attach_instructions(
     return StepResult(kept=kept, dropped=dropped, stats=stats)
 
 
-def _check_range(per_prompt: Sequence[int]) -> tuple[int, int]:
+def _check_range(per_prompt: Sequence[int], types: int) -> tuple[int, int]:
     values = [int(v) for v in per_prompt]
-    if len(values) != 2 or not 1 <= values[0] <= values[1] <= len(INSTRUCTIONS):
+    if len(values) != 2 or not 1 <= values[0] <= values[1] <= types:
         raise ValueError(
-            f"per_prompt must be (low, high) with 1 <= low <= high <= {len(INSTRUCTIONS)}, "
+            f"per_prompt must be (low, high) with 1 <= low <= high <= {types}, "
             f"got {list(per_prompt)}"
         )
     return values[0], values[1]

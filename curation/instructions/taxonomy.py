@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from itertools import combinations
 from typing import Any
 
+from curation.instructions.witness import compliant_response
 from curation.verify.ifeval import CHECKERS
 
 RELATIONS = ("less than", "at least")
@@ -91,12 +92,16 @@ class InstructionType:
 
 class WordDraw:
     """Keywords for one instruction set, without repeats, none a substring of another (so
-    a forbidden word or a counted keyword is never hidden inside a required one)."""
+    a forbidden word or a counted keyword is never hidden inside a required one). `prompt` is
+    the request the set is attached to, for draws that depend on it (a span to copy)."""
 
-    def __init__(self, rng: random.Random, pool: Sequence[str] = KEYWORDS) -> None:
+    def __init__(
+        self, rng: random.Random, pool: Sequence[str] = KEYWORDS, prompt: str = ""
+    ) -> None:
         self.rng = rng
         self.pool = list(pool)
         self.used: list[str] = []
+        self.prompt = prompt
 
     def take(self) -> str:
         free = [w for w in self.pool if not any(w in u or u in w for u in self.used)]
@@ -410,3 +415,28 @@ def kwargs_conflict(ids: Sequence[str], kwargs: Sequence[dict[str, Any]]) -> str
         if sections.get("num_sections", 0) > room:
             return f"{sections['num_sections']} sections in fewer than {room + 1} sentences"
     return None
+
+
+@dataclass(frozen=True)
+class Taxonomy:
+    """One taxonomy of instructions to attach: its types (kwargs draws and wording), the pairs
+    that never share a prompt, the rules on drawn numbers, and a writer of a response the IF
+    verifier accepts (None: no such response found, draw again)."""
+
+    name: str
+    types: dict[str, InstructionType]
+    conflict_pairs: frozenset[frozenset[str]]
+    kwargs_conflict: Callable[[Sequence[str], Sequence[dict[str, Any]]], str | None]
+    witness: Callable[[Sequence[str], Sequence[dict[str, Any]]], str | None]
+
+    def conflicts(self, first: str, second: str) -> bool:
+        """Whether two of its ids may not be attached to one prompt."""
+        return frozenset((first, second)) in self.conflict_pairs
+
+    def conflicting_pairs(self, ids: Sequence[str]) -> list[tuple[str, str]]:
+        """The conflicting pairs within one instruction list (a repeated id counts)."""
+        return [(a, b) for a, b in combinations(ids, 2) if self.conflicts(a, b)]
+
+
+IFEVAL = Taxonomy("ifeval", INSTRUCTIONS, CONFLICTS, kwargs_conflict, compliant_response)
+"""IF-RL sub-stage 1's taxonomy: IFEval's 25 types."""

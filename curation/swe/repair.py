@@ -3,10 +3,12 @@
 A repair prompt holds the issue and the contents of the files to change. The response
 reasons inside `<think>...</think>`, then gives its edits inside `<solution>...</solution>`,
 each a `### path/to/file.py` line, then `<<<<<<< SEARCH`, the lines as they are, `=======`,
-the lines as they should be, and `>>>>>>> REPLACE` (Agentless' format). The edits are applied to the files at the instance's base commit (each SEARCH text must be
-found; the first occurrence is replaced), turned into a unified diff and scored against the
-gold patch with `curation.verify.swe.patch_similarity` (1 = the same changes, 0 = no change,
--1 = no usable edit, else the similarity of the changed lines).
+the lines as they should be, and `>>>>>>> REPLACE` (Agentless' format). The edits are
+parsed and applied by `curation.verify.swe` (the same code scores SWE RL rollouts): here to
+the files at the instance's base commit (each SEARCH text must be found; the first
+occurrence is replaced), turned into a unified diff and scored against the gold patch with
+`curation.verify.swe.patch_similarity` (1 = the same changes, 0 = no change, -1 = no usable
+edit, else the similarity of the changed lines).
 
 Buckets over the k responses of an instance (cascade-recipe.md 4): SFT when at least
 `min_good` (4 of 8) have similarity > `threshold` (0.5); hard (for SWE RL) when not SFT and
@@ -15,17 +17,15 @@ at least one has similarity > 0; the SWE-Fixer rule keeps every response above t
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal
 
 import polars as pl
 
 from curation.swe.localization import snapshots
-from curation.swe.repository import patch_files, unified_diff
-from curation.verify.swe import patch_similarity
+from curation.swe.repository import patch_files
+from curation.verify.swe import EditError, edits_patch, parse_repair, patch_similarity
 from lake.steps import StepResult
 
 REPAIR_TEMPLATE = """Resolve the GitHub issue below by editing the repository files shown.
@@ -47,69 +47,7 @@ new lines
 >>>>>>> REPLACE
 ```"""
 
-_BLOCK = re.compile(
-    r"^###[ \t]*(?P<path>[^\n]+?)[ \t]*\n(?:```[^\n]*\n)?<<<<<<< SEARCH[ \t]*\n"
-    r"(?P<search>.*?)^=======[ \t]*\n(?P<replace>.*?)^>>>>>>> REPLACE",
-    re.MULTILINE | re.DOTALL,
-)
 Bucket = Literal["sft", "hard", "none"]
-
-
-@dataclass(frozen=True)
-class Edit:
-    """One SEARCH/REPLACE block."""
-
-    path: str
-    search: str
-    replace: str
-
-
-class EditError(ValueError):
-    """A response's edits cannot be read or applied; the message says which and why."""
-
-
-def parse_repair(response: str) -> list[Edit]:
-    """The edits of a repair response; EditError when the format is not followed.
-
-    >>> r = "<think>fix it</think><solution>### a.py\\n<<<<<<< SEARCH\\nx = 1\\n=======\\nx = 2\\n>>>>>>> REPLACE\\n</solution>"
-    >>> parse_repair(r)
-    [Edit(path='a.py', search='x = 1\\n', replace='x = 2\\n')]
-    """
-    think_end = response.find("</think>")
-    if response.find("<think>") < 0 or think_end < 0:
-        raise EditError("no <think>...</think> block")
-    start = response.find("<solution>", think_end)
-    if start < 0:
-        raise EditError("no <solution> after </think>")
-    end = response.find("</solution>", start)
-    if end < 0:
-        raise EditError("<solution> is never closed")
-    body = response[start + len("<solution>") : end]
-    edits = [
-        Edit(m["path"].strip().strip("`").removeprefix("./"), m["search"], m["replace"])
-        for m in _BLOCK.finditer(body)
-    ]
-    if not edits:
-        raise EditError("no SEARCH/REPLACE block in <solution>")
-    return edits
-
-
-def apply_edits(files: Mapping[str, str], edits: Sequence[Edit]) -> dict[str, str]:
-    """The files after the edits, in order; EditError names the first edit that fails."""
-    current = dict(files)
-    for n, edit in enumerate(edits, start=1):
-        text = current.get(edit.path)
-        if text is None:
-            if edit.search.strip():
-                raise EditError(f"edit {n}: {edit.path} does not exist")
-            current[edit.path] = edit.replace  # an empty SEARCH creates a file
-            continue
-        if not edit.search.strip():
-            raise EditError(f"edit {n}: empty SEARCH for the existing file {edit.path}")
-        if edit.search not in text:
-            raise EditError(f"edit {n}: SEARCH text not found in {edit.path}")
-        current[edit.path] = text.replace(edit.search, edit.replace, 1)
-    return current
 
 
 def render_files(files: Sequence[tuple[str, str]]) -> str:
@@ -196,8 +134,7 @@ def score_repairs(
             continue
         edits_n.append(len(edits))
         try:
-            before = snap.read_many({e.path for e in edits})
-            patch = unified_diff(before, apply_edits(before, edits))
+            patch = edits_patch(snap.read_many({e.path for e in edits}), edits)
         except EditError as exc:
             patches.append(None)
             scores.append(-1.0)

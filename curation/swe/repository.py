@@ -1,4 +1,4 @@
-"""Repositories at a commit, gold-patch files, and file edits as unified diffs.
+"""Repositories at a commit, the files a gold patch changes, and patches applied with git.
 
 Repositories are local git clones under a `repos_dir`, named `owner__name` (SWE-bench's
 convention) or `owner/name`. Files are read from the commit's tree with git itself (no
@@ -8,7 +8,6 @@ checkout, so one clone serves every instance of a repository); patches are appli
 
 from __future__ import annotations
 
-import difflib
 import subprocess
 import tempfile
 from collections.abc import Iterable, Mapping
@@ -89,24 +88,6 @@ def patch_files(patch: str) -> list[str]:
         name = patched.target_file if patched.target_file != "/dev/null" else patched.source_file
         paths.append(name[2:] if name.startswith(("a/", "b/")) else name)
     return list(dict.fromkeys(paths))
-
-
-def unified_diff(before: Mapping[str, str], after: Mapping[str, str]) -> str:
-    """A git-style unified diff from file texts before to after (new and deleted files too)."""
-    chunks = []
-    for path in sorted(set(before) | set(after)):
-        old, new = before.get(path), after.get(path)
-        if old == new:
-            continue
-        lines = difflib.unified_diff(
-            (old or "").splitlines(keepends=True),
-            (new or "").splitlines(keepends=True),
-            fromfile=f"a/{path}" if old is not None else "/dev/null",
-            tofile=f"b/{path}" if new is not None else "/dev/null",
-        )
-        text = "".join(line if line.endswith("\n") else line + "\n" for line in lines)
-        chunks.append(f"diff --git a/{path} b/{path}\n{text}")
-    return "".join(chunks)
 
 
 def apply_patch(files: Mapping[str, str], patch: str) -> dict[str, str]:

@@ -98,10 +98,12 @@ def _instance_prompt(
             added.append(path)
     prompt = render(files)
     tokens = count(prompt)
+    order = shuffled(files, seed, uid)
     return {
         "prompt": prompt,
         "prompt_tokens": tokens,
-        "context_files": shuffled(files, seed, uid),
+        "context_files": order,
+        "context_contents": [contents[p] for p in order],
         "distractor_files": added,
         "gold_tokens": gold_tokens,
         "reason": "prompt_below_min_tokens" if tokens < min_tokens else None,
@@ -124,7 +126,9 @@ def build_rl_prompts(
     id_column: str = "uid",
 ) -> StepResult:
     """Add `prompt`, `prompt_tokens`, `prompt_kind` (gt_only / mixed), `context_files` (in
-    prompt order), `distractor_files` and `gold_tokens` (the GT-only prompt's length).
+    prompt order), `context_contents` (their texts at the base commit, as shown: the SWE RL
+    reward applies a rollout's SEARCH/REPLACE edits to them), `distractor_files` and
+    `gold_tokens` (the GT-only prompt's length).
 
     Drop reasons: `repo_unavailable`, `no_context_files` (every gold file is new),
     `gold_exceeds_budget` (gold files alone over `max_tokens`), `prompt_below_min_tokens`.
@@ -139,6 +143,7 @@ def build_rl_prompts(
         "prompt_tokens": pl.Int64,
         "prompt_kind": pl.String,
         "context_files": pl.List(pl.String),
+        "context_contents": pl.List(pl.String),
         "distractor_files": pl.List(pl.String),
         "gold_tokens": pl.Int64,
         "repo_error": pl.String,

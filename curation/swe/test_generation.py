@@ -9,8 +9,9 @@ when the gold patch is given, again with that patch applied, so each row also re
 printed before and after (`outcome_before`, `outcome_after`): the Agentless reproduction
 filter (reproduced before, resolved after) is `require_reproduction=True`.
 
-The outcome travels back as the message of a functional test's assertion (the sandbox returns
-a failed assertion's message and nothing else of a run); the test script itself runs once.
+The outcome travels back through a functional test: the sandbox's checker reads the wrapper's
+`__outcome__` from the program's namespace as data and asserts on it, and a failed
+assertion's message is all the sandbox returns of a run; the test script itself runs once.
 """
 
 from __future__ import annotations

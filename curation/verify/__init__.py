@@ -30,6 +30,7 @@ _EXPORTS = {
     "verify_ifeval": "ifeval",
     "swe_reward": "swe",
     "verify_patch": "swe",
+    "PatchJudge": "patch_judge",
     "verify_syntax": "syntax",
     "code_switching_penalty": "language",
     "verify_no_code_switching": "language",

@@ -5,6 +5,11 @@ response as is; loose also accepts it if any of the usual harmless variants pass
 line dropped, last line dropped, both, and each of those with `*` markup removed), as the
 IFEval paper defines. Prompt-level = all instructions of a prompt followed; instruction-level
 = the fraction followed. For thinking responses only the part after `</think>` is checked.
+
+`CHECKERS` is IFEval's taxonomy; `taxonomies()` adds the IF-RLVR training constraints
+(`curation.verify.iftrain`, IF-RL's second sub-stage) and IFBench's evaluation constraints
+(`curation.verify.ifbench`). `check_instruction`, `verify_ifeval` and `ifeval_reward` decide an
+id of any of the three, with the same strict and loose rules.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Sequence
+from functools import cache
 from typing import Any
 
 from curation.verify.result import Verdict, completion_text, final_answer_part, json_value
@@ -258,13 +264,36 @@ def loose_variants(response: str) -> list[str]:
     return base + [v.replace("*", "") for v in base]
 
 
+@cache
+def taxonomies() -> dict[str, dict[str, Checker]]:
+    """Each instruction taxonomy's checkers by id: IFEval's 25 ("ifeval"), the IF-RLVR
+    training constraints ("iftrain", 29) and IFBench's evaluation constraints ("ifbench", 58)."""
+    from curation.verify.ifbench import IFBENCH_CHECKERS
+    from curation.verify.iftrain import IFTRAIN_CHECKERS
+
+    found = {"ifeval": CHECKERS, "iftrain": IFTRAIN_CHECKERS, "ifbench": IFBENCH_CHECKERS}
+    ids = [i for checkers in found.values() for i in checkers]
+    if len(ids) != len(set(ids)):
+        raise ImportError(f"an instruction id is in two taxonomies: {sorted(ids)}")
+    return found
+
+
+@cache
+def all_checkers() -> dict[str, Checker]:
+    """Every instruction id the IF verifier decides, of any taxonomy."""
+    return {i: fn for checkers in taxonomies().values() for i, fn in checkers.items()}
+
+
 def check_instruction(
     instruction_id: str, kwargs: dict[str, Any] | None, response: str, *, loose: bool = False
 ) -> bool:
     """Whether `response` follows one instruction. ValueError for unknown ids or bad kwargs."""
-    fn = CHECKERS.get(instruction_id)
+    fn = all_checkers().get(instruction_id)
     if fn is None:
-        raise ValueError(f"unknown instruction id {instruction_id!r}")
+        raise ValueError(
+            f"unknown instruction id {instruction_id!r} (not in the IFEval, IF-RLVR or IFBench "
+            "taxonomy)"
+        )
     args = {k: v for k, v in (kwargs or {}).items() if v is not None}
     candidates = loose_variants(response) if loose else [response]
     try:
@@ -314,7 +343,7 @@ def verify_ifeval(
         return Verdict(
             None, 0.0, f"{len(ids)} instruction ids but {len(kwargs)} kwargs", bad_input="kwargs"
         )
-    unknown = [i for i in ids if i not in CHECKERS]
+    unknown = [i for i in ids if i not in all_checkers()]
     if unknown:
         return Verdict(None, 0.0, f"unknown instruction id {unknown[0]!r}", bad_input="reference")
     try:
@@ -351,11 +380,21 @@ def ifeval_reward(
     completions: Sequence[Any],
     instruction_id_list: Sequence[Sequence[str]],
     kwargs: Sequence[Any],
-    **_: Any,
+    **columns: Any,
 ) -> list[float | None]:
-    """TRL-style reward: 1.0 when every instruction is followed (strict), else 0.0."""
-    verdicts = [
-        verify_ifeval(completion_text(c), ids, kw)
-        for c, ids, kw in zip(completions, instruction_id_list, kwargs, strict=True)
-    ]
-    return [None if v.passed is None else float(v.passed) for v in verdicts]
+    """TRL-style reward: 1.0 when every instruction is followed (strict), else 0.0.
+
+    The IF verifier always decides a usable row, so a row it cannot use (an instruction id of
+    no taxonomy, kwargs that do not fit their checker) is a data error: ValueError naming the
+    row (its `uid` when the batch has one) and the id, not a None that the trainer would skip
+    (a stage whose every row is skipped trains on nothing).
+    """
+    rewards: list[float | None] = []
+    for row, (c, ids, kw) in enumerate(zip(completions, instruction_id_list, kwargs, strict=True)):
+        verdict = verify_ifeval(completion_text(c), ids, kw)
+        if verdict.passed is None:
+            uids = columns.get("uid")
+            name = f"row {row}" + (f" (uid {uids[row]!r})" if uids is not None else "")
+            raise ValueError(f"IF reward: {name}: {verdict.detail}")
+        rewards.append(float(verdict.passed))
+    return rewards

@@ -1,10 +1,13 @@
-"""Run untrusted Python programs against tests, fast and contained.
+"""Run untrusted Python programs against tests, fast, contained, with verdicts they cannot forge.
 
 `Sandbox` keeps a pool of worker processes (`curation.verify.sandbox_worker`) started with a
-clean environment. A job (one program + its tests) goes to an idle worker, which forks one
-locked-down child that runs all the tests in a row under per-test wall-clock deadlines,
-memory / CPU / file-size / process limits, no network and a private temp directory. Jobs run
-in parallel over the workers. The worker module's docstring lists the isolation layers.
+clean environment. A job (one program + its tests) goes to an idle worker, which runs the
+program in one forked, jailed process for all its tests in a row, under per-test wall-clock
+deadlines, memory / CPU / file-size / process limits, no network, a private uid and a fresh
+tmpfs. Jobs run in parallel over the workers. The program never decides its verdict: the
+worker compares a stdio test's captured output, and a functional test runs in a separate
+checker process that calls the program's functions by message (`sandbox_checker`). The
+worker's docstring tells how; `sandbox_jail`'s lists the operating-system boundary.
 
     with Sandbox(workers=2) as box:
         result = box.run("print(int(input()) * 2)", [StdioTest("3\\n", "6")])
@@ -22,6 +25,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -55,8 +59,11 @@ class StdioTest:
 
 @dataclass(frozen=True)
 class FunctionalTest:
-    """Python source run after the program in the same namespace; it passes if it raises
-    nothing (LeetCode/HumanEval style: `def check(candidate): ...` then `check(...)`)."""
+    """Python test code that passes if it raises nothing (LeetCode/HumanEval style:
+    `def check(candidate): ...` then `check(X)`). It runs in a checker process, not in the
+    program's: X, and any other name the test uses but does not define (a helper of the
+    program's, a value such as `__outcome__`), are looked up in the program's namespace and
+    reach the test as functions called by message, or as plain data."""
 
     code: str
 
@@ -111,7 +118,22 @@ class ProgramResult:
 
 
 class SandboxError(RuntimeError):
-    """The sandbox itself failed (not the program under test)."""
+    """The sandbox itself failed (not the program under test), or cannot isolate here."""
+
+
+class UnsafeSandboxWarning(UserWarning):
+    """A sandbox runs programs without isolation (`unsafe_no_isolation=True`)."""
+
+
+UNSAFE_WARNING = (
+    "Sandbox(unsafe_no_isolation=True) runs programs without namespaces, jail or private "
+    "uid: a program can read every file and secret its user can (the parent's environment "
+    "under /proc, the project, the lake), signal and kill processes of that user (the "
+    "verifier included), write wherever that user can, and open the network; only rlimits, "
+    "the clean environment and the audit hook remain, and the audit hook can be switched "
+    "off from inside. Verdicts still come from the worker and the checker, not the program."
+)
+UNSAFE_ENV = "CASCADE_SANDBOX_UNSAFE_NO_ISOLATION"
 
 
 _PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
@@ -130,8 +152,8 @@ def _clean_env() -> dict[str, str]:
 
 
 class _WorkerHandle:
-    def __init__(self, os_isolation: bool) -> None:
-        flags = [] if os_isolation else ["--no-os-isolation"]
+    def __init__(self, unsafe: bool) -> None:
+        flags = ["--unsafe-no-isolation"] if unsafe else []
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "curation.verify.sandbox_worker", *flags],
             stdin=subprocess.PIPE,
@@ -147,6 +169,9 @@ class _WorkerHandle:
         hello = recv_frame(self.rfd)
         if hello is None:
             raise SandboxError("sandbox worker failed to start")
+        if "error" in hello:
+            self.kill()
+            raise SandboxError(hello["error"])
         self.info: dict[str, Any] = hello
         self.buffer = bytearray()
 
@@ -163,12 +188,16 @@ class Sandbox:
         workers: int | None = None,
         limits: SandboxLimits | None = None,
         *,
-        os_isolation: bool = True,
+        unsafe_no_isolation: bool = False,
     ) -> None:
-        """`os_isolation=False` skips namespaces and the private uid (rlimits, the clean
-        environment and the audit hook remain): what a machine without those privileges
-        gets anyway, selectable so that path can be tested everywhere."""
-        self.os_isolation = os_isolation
+        """Needs root or unprivileged user namespaces, and says so in one sentence
+        (SandboxError) where neither is available. `unsafe_no_isolation=True` runs programs
+        without isolation instead, and warns what that gives up (UNSAFE_WARNING)."""
+        self.unsafe = unsafe_no_isolation
+        if self.unsafe:
+            warnings.warn(UNSAFE_WARNING, UnsafeSandboxWarning, stacklevel=2)
+        else:
+            _check_isolation_available()
         self.limits = limits or SandboxLimits()
         self.n_workers = workers or os.cpu_count() or 1
         self._workers: list[_WorkerHandle] = []
@@ -176,13 +205,13 @@ class Sandbox:
 
     @property
     def network_isolation(self) -> str:
-        """How workers cut the network: 'netns', 'userns+netns' or 'audit-hook-only'."""
+        """How workers cut the network: 'netns', 'userns+netns' or 'none' (unsafe)."""
         self._start()
         return self._workers[0].info["network"]
 
     def _start(self) -> None:
         while len(self._workers) < self.n_workers:
-            self._workers.append(_WorkerHandle(self.os_isolation))
+            self._workers.append(_WorkerHandle(self.unsafe))
 
     def close(self) -> None:
         for worker in self._workers:
@@ -229,6 +258,9 @@ class Sandbox:
         first failing test (enough for the strict reward, and faster).
         """
         limits = limits or self.limits
+        for _, tests in jobs:
+            if len({type(t) for t in tests}) > 1:
+                raise ValueError("a job's tests must be all StdioTest or all FunctionalTest")
         payloads = [
             {
                 "program": program,
@@ -315,7 +347,7 @@ class Sandbox:
 
     def _replace(self, worker: _WorkerHandle) -> _WorkerHandle:
         worker.kill()
-        fresh = _WorkerHandle(self.os_isolation)
+        fresh = _WorkerHandle(self.unsafe)
         self._workers[self._workers.index(worker)] = fresh
         return fresh
 
@@ -323,9 +355,25 @@ class Sandbox:
 _PENDING = object()
 
 
+def _check_isolation_available() -> None:
+    """SandboxError, in one sentence, where this machine can isolate nothing (not root and
+    no user namespaces); probed in a fresh interpreter (unshare needs a single thread)."""
+    if os.geteuid() == 0:
+        return
+    probe = "import ctypes, sys; sys.exit(ctypes.CDLL(None, use_errno=True).unshare(0x10000000))"
+    done = subprocess.run([sys.executable, "-S", "-I", "-c", probe], capture_output=True)
+    if done.returncode != 0:
+        raise SandboxError(
+            "the sandbox cannot isolate programs on this machine: it is not root and cannot "
+            "create a user namespace; run as root, enable unprivileged user namespaces, or "
+            "pass unsafe_no_isolation=True to run programs without isolation"
+        )
+
+
 def _test_payload(test: Test) -> dict[str, Any]:
     if isinstance(test, StdioTest):
-        # the expected output itself never leaves this process (see output_digest)
+        # the expected output itself never leaves this process; the worker compares the
+        # digest of the program's output tokens, and no sandboxed process sees either
         return {"kind": "stdio", "input": test.input, "output_digest": output_digest(test.output)}
     if isinstance(test, FunctionalTest):
         return {"kind": "functional", "code": test.code}
@@ -333,17 +381,12 @@ def _test_payload(test: Test) -> dict[str, Any]:
 
 
 def _to_result(reply: dict[str, Any], tests: Sequence[Test]) -> ProgramResult:
-    """Build the result, re-checking every reported stdio pass against the real expected
-    output (a program that forges a pass message still has to produce the right output)."""
     if "harness_error" in reply:
         return ProgramResult(outcomes=[], harness_error=reply["harness_error"])
     outcomes = []
-    for test, (status, detail, seconds, output) in zip(tests, reply["outcomes"], strict=True):
-        if isinstance(test, StdioTest):
-            if status == "passed" and (output is None or output.split() != test.output.split()):
-                status, detail = "failed", "a reported pass whose output does not match"
-            elif status == "failed":
-                detail = f"{detail}, expected {test.output[:80]!r}"
+    for test, (status, detail, seconds) in zip(tests, reply["outcomes"], strict=True):
+        if isinstance(test, StdioTest) and status == "failed":
+            detail = f"{detail}, expected {test.output[:80]!r}"
         outcomes.append(TestOutcome(status, detail, seconds))
     return ProgramResult(
         outcomes=outcomes, compile_error=reply["compile_error"], seconds=reply["seconds"]
@@ -355,10 +398,12 @@ _DEFAULT_LOCK = threading.Lock()
 
 
 def default_sandbox() -> Sandbox:
-    """A process-wide sandbox (one worker per CPU), started on first use, closed at exit."""
+    """A process-wide sandbox (one worker per CPU), started on first use, closed at exit.
+    `CASCADE_SANDBOX_UNSAFE_NO_ISOLATION=1` makes it an unsafe one (for the CLI, on a
+    machine that cannot isolate; it warns what it gives up)."""
     global _DEFAULT
     with _DEFAULT_LOCK:
         if _DEFAULT is None:
-            _DEFAULT = Sandbox()
+            _DEFAULT = Sandbox(unsafe_no_isolation=os.environ.get(UNSAFE_ENV) == "1")
             atexit.register(_DEFAULT.close)
         return _DEFAULT

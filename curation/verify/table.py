@@ -72,9 +72,10 @@ def verify_frame(
 
     References: math = the answer string; code = the tests (any shape `parse_tests` reads,
     as objects or JSON text); if = the instruction ids with their kwargs in `kwargs_field`, or
-    one dict per row holding both; swe = the gold patch. When every row is undecided because
-    the same field cannot be used (tests nobody can read, ids and kwargs that never pair up),
-    this raises ValueError naming that field instead of returning a table of undecided rows.
+    one dict per row holding both; swe = the gold patch (SEARCH/REPLACE answers are applied to
+    the rows' `context_files` / `context_contents`, as swe_rl tables carry). When every row is
+    undecided because the same field cannot be used (tests nobody can read, ids and kwargs
+    that never pair up), this raises ValueError naming that field instead of returning a table of undecided rows.
     """
     if kind not in KINDS:
         raise ValueError(f"unknown verifier kind {kind!r}; choose one of {', '.join(KINDS)}")
@@ -103,11 +104,19 @@ def verify_frame(
             verify_ifeval(r, i, kw) for r, i, kw in zip(responses, ids, kwargs, strict=True)
         ]
     else:
-        from curation.verify.swe import verify_patch
+        from curation.verify.swe import shown_files, verify_patch
 
+        paths, texts = (
+            df.get_column(c).to_list() if c in df.columns else None
+            for c in ("context_files", "context_contents")
+        )
+        files = shown_files(len(responses), paths, texts)
+        field_of["files"] = "context_contents"
         verdicts = [
-            verify_patch(r, ref) if ref else Verdict(None, 0.0, "no reference patch", "reference")
-            for r, ref in zip(responses, _column_values(df, reference_field), strict=True)
+            verify_patch(r, ref, files=f)
+            if ref
+            else Verdict(None, 0.0, "no reference patch", "reference")
+            for r, ref, f in zip(responses, _column_values(df, reference_field), files, strict=True)
         ]
     bad = {v.bad_input if v.passed is None else None for v in verdicts}
     if verdicts and len(bad) == 1 and None not in bad:
