@@ -56,9 +56,16 @@ palindrome."""
 
 
 def toy_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
-    """`if_rl`'s toy prompts with 1-2 easy IF-RLVR constraints, no teacher or policy model."""
-    sources, params = if_rl.toy_profile(workdir)
+    """The toy world's short requests of their own split with 1-2 easy IF-RLVR constraints,
+    no teacher or policy model."""
+    sources, params = if_rl.toy_profile(workdir, "rl_ifbench")
     return sources, {**params, "instruction_ids": TOY_INSTRUCTIONS}
 
 
-PROFILES = {"toy": toy_profile}
+def toy_heldout_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
+    """The held-out requests with this recipe's constraints (the toy cascade's held-out set)."""
+    sources, params = if_rl.toy_profile(workdir, "heldout")
+    return sources, {**params, "instruction_ids": TOY_INSTRUCTIONS}
+
+
+PROFILES = {"toy": toy_profile, "toy-heldout": toy_heldout_profile}

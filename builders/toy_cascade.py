@@ -45,6 +45,7 @@ class ToyBuild:
 
 
 SFT_SETS = "sft_datasets=math_sft,math_sft_s2"
+GENERAL_SFT = "sft_datasets=sft_general"
 TOY_BUILDS: tuple[ToyBuild, ...] = (
     # SFT stage 1 and 2
     ToyBuild("sft_general"),
@@ -63,8 +64,10 @@ TOY_BUILDS: tuple[ToyBuild, ...] = (
     ToyBuild("preference_pairs", "toy-heldout", out="helpsteer3_pairs_heldout"),
     ToyBuild("rlhf_prompts", "toy-heldout", out="rlhf_prompts_heldout"),
     # IF-RL, Math RL, Code RL, SWE RL (two prompt-length caps), each with a held-out set
-    ToyBuild("if_rl"),
-    ToyBuild("if_rl", "toy-heldout", out="if_rl_heldout"),
+    ToyBuild("if_rl", sets=(GENERAL_SFT,)),
+    ToyBuild("if_rl", "toy-heldout", out="if_rl_heldout", sets=(GENERAL_SFT,)),
+    ToyBuild("if_rl_ifbench", out="rl_if_ifbench", sets=(GENERAL_SFT,)),
+    ToyBuild("if_rl_ifbench", "toy-heldout", out="rl_if_ifbench_heldout", sets=(GENERAL_SFT,)),
     ToyBuild("math_rl_v2", sets=(SFT_SETS,)),
     ToyBuild("math_rl_v2", "toy-heldout", out="math_rl_v2_heldout", sets=(SFT_SETS,)),
     ToyBuild("code_rl"),

@@ -6,9 +6,9 @@ stand-in, deterministic in its seed, built only from the project's own formats a
 - `chat`: requests about a subject ("Tell me about the otter."); a good reply is about that
   subject, a bad one about another (the off-topic trick): preference pairs in HelpSteer2/3
   shape, RLHF prompts, and the rewrite/judge tasks of `rm_offtopic_pairs`.
-- `instructions`: requests with IFEval-taxonomy instructions a short reply can follow
-  (`TOY_INSTRUCTIONS`: case, commas, keywords, title, postscript, end phrase, quotation),
-  worded and checked by `curation.instructions` / `curation.verify.ifeval`.
+- `instructions`: requests with the IF recipes' toy instructions (IFEval: lowercase,
+  keywords, no commas, an end phrase; IF-Bench-Train: a keyword once, a first word, no dots,
+  a palindrome), drawn, worded and checked by `curation.instructions` / `curation.verify`.
 - `programs`: "Write bump(x) that returns x times 3 plus 1." with `def check(candidate)`
   functional tests or stdin/stdout tests, run by `curation.verify.code`.
 - `repositories`: tiny git repositories with a planted bug, an issue and the gold patch;
@@ -33,10 +33,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from curation.instructions.attach import assemble_prompt
-from curation.instructions.taxonomy import INSTRUCTIONS, WordDraw, conflicts
+from curation.instructions.attach import draw_instruction_set
 from curation.preferences.offtopic import JUDGE_INSTRUCTION, REWRITE_INSTRUCTION, fill
-from curation.swe.repository import unified_diff
+from curation.verify.swe import unified_diff
 
 # ====================================================================== subjects ==============
 
@@ -262,18 +261,16 @@ def chat_teacher_chats(seed: int, slip: float) -> list[dict]:
 
 # ====================================================================== instructions ==========
 
-TOY_INSTRUCTIONS = (
-    "change_case:english_lowercase",
-    "change_case:english_capital",
-    "punctuation:no_comma",
-    "keywords:existence",
-    "detectable_format:title",
-    "detectable_content:postscript",
-    "startend:end_checker",
-    "startend:quotation",
-)
-"""The IFEval-taxonomy instructions of the toy world: each changes a short reply in a way a
-tiny model can learn, and each is checked by the real IF verifier."""
+TAXONOMY_OF_SPLIT = {"sft": None, "rl": "ifeval", "rl_ifbench": "iftrain", "heldout": "ifeval"}
+"""Which taxonomy a split's prompts get: `if_rl` (IFEval) and `if_rl_ifbench` (IF-Bench-Train);
+the SFT split mixes both, so the SFT policy has met every toy instruction."""
+
+
+def toy_instructions(taxonomy: str) -> tuple[str, ...]:
+    """The toy instruction ids of a taxonomy: the ones the IF recipes' toy profiles attach."""
+    from builders import if_rl, if_rl_ifbench
+
+    return tuple({"ifeval": if_rl, "iftrain": if_rl_ifbench}[taxonomy].TOY_INSTRUCTIONS)
 
 
 def if_prompts(split: str, seed: int = 0) -> list[dict]:
@@ -293,19 +290,20 @@ def if_prompts(split: str, seed: int = 0) -> list[dict]:
 
 
 def draw_toy_instructions(
-    rng: random.Random, ids: Sequence[str] = TOY_INSTRUCTIONS, per_prompt: tuple[int, int] = (1, 3)
-) -> tuple[list[str], list[dict]]:
-    """1..3 non-conflicting toy instructions with their kwargs (the taxonomy's own draws)."""
-    want = rng.randint(*per_prompt)
-    chosen: list[str] = []
-    while len(chosen) < want:
-        free = [i for i in ids if not any(conflicts(i, c) for c in chosen)]
-        if not free:
-            break
-        chosen.append(rng.choice(free))
-    chosen.sort()
-    words = WordDraw(rng)
-    return chosen, [INSTRUCTIONS[i].draw(rng, words) for i in chosen]
+    rng: random.Random, base: str, taxonomy: str
+) -> tuple[list[str], list[dict], str]:
+    """(ids, kwargs, prompt): 1-2 of a taxonomy's toy instructions attached to `base`, as the
+    recipes' `attach_instructions` draws and words them."""
+    drawn = draw_instruction_set(
+        rng, base, per_prompt=(1, 2), instruction_ids=toy_instructions(taxonomy), taxonomy=taxonomy
+    )
+    if drawn is None:
+        raise RuntimeError(f"no toy instruction set for {base!r}")
+    ids, kwargs, prompt, _ = drawn
+    return ids, kwargs, prompt
+
+
+PALINDROMES = ("kayak", "level", "radar", "civic", "refer")
 
 
 def if_reply(
@@ -319,64 +317,60 @@ def if_reply(
     if follow.get("keywords:existence"):
         first, second = args["keywords:existence"]["keywords"]
         lines.append(f"It makes me think of {first} and {second}.")
-    if follow.get("detectable_format:title"):
-        lines.insert(0, f"<<The {subject}>>")
-    if follow.get("detectable_content:postscript"):
-        lines.append(f"{args['detectable_content:postscript']['postscript_marker']} I like it.")
+    if follow.get("keywords:word_once"):
+        lines.append(f"I once saw a {args['keywords:word_once']['keyword']} there.")
+    if follow.get("keywords:palindrome"):
+        lines.append(f"A {rng.choice(PALINDROMES)} was near it.")
+    if follow.get("first_word:first_word_answer"):
+        lines[0] = f"{args['first_word:first_word_answer']['first_word'].capitalize()}: {lines[0]}"
     if follow.get("startend:end_checker"):
         lines.append(args["startend:end_checker"]["end_phrase"])
     text = "\n".join(lines)
     if follow.get("punctuation:no_comma"):
         text = text.replace(",", "")
+    if follow.get("punctuation:punctuation_dot"):
+        text = text.replace(".", "!")
     if follow.get("change_case:english_lowercase"):
         text = text.lower()
-    if follow.get("change_case:english_capital"):
-        text = text.upper()
-    if follow.get("startend:quotation"):
-        text = f'"{text}"'
     plan = ", ".join(SHORT_NAMES[i] for i in ids)
     return f"The request is about the {subject}. Rules: {plan}.", text
 
 
 SHORT_NAMES = {
     "change_case:english_lowercase": "lowercase",
-    "change_case:english_capital": "capitals",
     "punctuation:no_comma": "no commas",
     "keywords:existence": "keywords",
-    "detectable_format:title": "title",
-    "detectable_content:postscript": "postscript",
     "startend:end_checker": "end phrase",
-    "startend:quotation": "quotes",
+    "keywords:word_once": "the keyword once",
+    "first_word:first_word_answer": "first word",
+    "punctuation:punctuation_dot": "no dots",
+    "keywords:palindrome": "a palindrome",
 }
 
 
 def if_sft_prompts(seed: int = 0) -> list[dict]:
-    """The SFT split's requests with toy instructions attached, as `sft_general` sources."""
+    """The SFT split's requests with toy instructions of either taxonomy attached, as
+    `sft_general` sources (ids and kwargs kept alongside, for measuring)."""
     rows = []
-    for row in if_prompts("sft", seed):
+    for n, row in enumerate(if_prompts("sft", seed)):
         rng = random.Random(f"toy_if_attach:{seed}:{row['uid']}")
-        ids, kwargs = draw_toy_instructions(rng)
+        taxonomy = ("ifeval", "iftrain")[n % 2]
+        ids, kwargs, prompt = draw_toy_instructions(rng, row["problem"], taxonomy)
         rows.append(
-            {
-                **row,
-                "problem": assemble_prompt(row["problem"], ids, kwargs),
-                "instruction_id_list": ids,
-                "kwargs": json.dumps(kwargs),
-            }
+            {**row, "problem": prompt, "instruction_id_list": ids, "kwargs": json.dumps(kwargs)}
         )
     return rows
 
 
 def if_teacher_chats(seed: int, slip: float) -> list[dict]:
-    """The IF teacher's chats: every non-held-out request, several instruction draws each,
-    in both modes."""
+    """The IF teacher's chats: every non-held-out request, several instruction draws of each
+    taxonomy, in both modes."""
     rng = random.Random(f"toy_if_teacher:{seed}")
     chats = []
     for split in ("sft", "rl", "rl_ifbench"):
         for row in if_prompts(split):
-            for _ in range(3):
-                ids, kwargs = draw_toy_instructions(rng)
-                prompt = assemble_prompt(row["problem"], ids, kwargs)
+            for taxonomy in ("ifeval", "iftrain", "ifeval", "iftrain"):
+                ids, kwargs, prompt = draw_toy_instructions(rng, row["problem"], taxonomy)
                 reasoning, reply = if_reply(subject_of(row["problem"]), ids, kwargs, rng, slip)
                 for mode in ("think", "no_think"):
                     message = {"role": "assistant", "content": reply}
