@@ -95,15 +95,36 @@ SPLIT_SUBJECTS: dict[str, tuple[str, ...]] = {
 near duplicates (character 5-grams), and the recipes keep RL prompts disjoint from SFT ones."""
 
 TEMPLATES: dict[str, tuple[str, ...]] = {
-    "chat_sft": ("Tell me about the {s}.", "What is the {s} like?", "Describe the {s}."),
-    "pairs": ("Talk about the {s}.", "Why like the {s}?", "Say a word on the {s}."),
-    "offtopic": ("Explain the {s}.", "Facts on the {s}?", "Any thoughts on the {s}?"),
-    "chat_heldout": ("Teach me the {s}.", "What about the {s}?", "Speak of the {s}."),
-    "if_sft": ("Write about the {s}.", "A note on the {s}.", "Some lines on the {s}."),
-    "if_rl": ("Compose a text on the {s}.", "Draft a piece on the {s}.", "A memo: the {s}."),
-    "if_rl_ifbench": ("Pen a message on the {s}.", "A small story: the {s}.", "Lines for the {s}."),
+    "chat_sft": (
+        "Tell me about the {s}.", "What is the {s} like?", "Describe the {s}.",
+        "Can you describe a {s}?", "I want to hear about the {s}.",
+    ),
+    "pairs": (
+        "Talk about the {s}.", "Why like the {s}?", "Say a word on the {s}.",
+        "Any news of the {s}?", "How would you sum up the {s}?",
+    ),
+    "offtopic": (
+        "Explain the {s}.", "Facts on the {s}?", "Any thoughts on the {s}?",
+        "Help me understand the {s}.", "Share an idea about the {s}.",
+    ),
+    "chat_heldout": (
+        "Teach me the {s}.", "What about the {s}?", "Speak of the {s}.",
+        "Paint the {s} for me.",
+    ),
+    "if_sft": (
+        "Write about the {s}.", "A note on the {s}.", "Some lines on the {s}.",
+        "Type up the {s}.", "Notes, please: the {s}.",
+    ),
+    "if_rl": (
+        "Compose a text on the {s}.", "Draft a piece on the {s}.", "A memo: the {s}.",
+        "Produce copy for the {s}.",
+    ),
+    "if_rl_ifbench": (
+        "Pen a message on the {s}.", "A small story: the {s}.", "Lines for the {s}.",
+        "Craft a blurb for the {s}.",
+    ),
     "if_heldout": ("Jot down the {s}.", "Put the {s} in words.", "A short text: the {s}."),
-}
+}  # fmt: skip
 """Request wordings per split: two splits share neither wordings nor subjects, so the
 recipes' disjointness checks (near-duplicates at 0.6) keep them apart."""
 

@@ -199,7 +199,7 @@ def test_toy_profiles_build_from_tiny_prompts_without_a_model(
         lake, recipe, profile="toy", manifests_dir=tmp_path / "m", write_html_report=False
     )
     kept = pl.from_arrow(lake.read(recipe.NAME))
-    assert kept.height == 42  # 3 templates x 14 subjects, none dropped
+    assert kept.height == 56  # 4 templates x 14 subjects, none dropped
     assert kept["base_problem"][0].endswith(".") and "the" in kept["base_problem"][0]
     allowed = set(recipe.TOY_INSTRUCTIONS)
     for ids, kwargs in kept.select("instruction_id_list", "kwargs").iter_rows():
