@@ -13,6 +13,7 @@ are held out from.
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from builders.recipes import recipe_named
 from builders.runner import BuildReport, build_dataset, parse_overrides
+from builders.toy_profile import TEACHER_STEPS_FILE
 from lake.catalog import Lake
 
 
@@ -82,9 +84,15 @@ def build_toy_lake(
     lake_path: str | Path,
     builds: tuple[ToyBuild, ...] = TOY_BUILDS,
     say: Callable[[str], None] = print,
+    teacher_steps: float = 1.0,
 ) -> dict[str, BuildReport]:
-    """Run every build into the lake (made if missing); {table: report}."""
+    """Run every build into the lake (made if missing); {table: report}. `teacher_steps`
+    below 1 trains the toy teachers that much shorter (`TEACHER_STEPS_FILE`)."""
     lake = Lake(lake_path)
+    if teacher_steps != 1.0:
+        toy = lake.path / "work" / "toy"
+        toy.mkdir(parents=True, exist_ok=True)
+        (toy / TEACHER_STEPS_FILE).write_text(json.dumps({"scale": teacher_steps}))
     reports = {}
     for build in builds:
         start = time.perf_counter()
@@ -110,8 +118,13 @@ def build_toy_lake(
 def main() -> None:
     parser = argparse.ArgumentParser(description="build the toy cascade's datasets")
     parser.add_argument("--lake", default="toy-lake")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="teachers train a quarter as long: a smoke run of every build, worse teachers",
+    )
     args = parser.parse_args()
-    build_toy_lake(args.lake)
+    build_toy_lake(args.lake, teacher_steps=0.25 if args.quick else 1.0)
 
 
 if __name__ == "__main__":

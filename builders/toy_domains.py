@@ -446,11 +446,12 @@ class Program:
         return json.dumps({"functional": f"def check(candidate):\n{asserts}check({self.name})\n"})
 
 
-def draw_program(rng: random.Random) -> Program:
-    """One or two operations on x with constants 1..9 (two are harder)."""
+def draw_program(rng: random.Random, two_ops: float = 0.75) -> Program:
+    """One or (with probability `two_ops`) two operations on x with constants 1..9 (two are
+    harder, and there are only 27 one-operation functions)."""
     op, c = rng.choice(list(OPS)), rng.randint(1, 9)
     words, expression = f"x {op} {c}", f"x {OPS[op]} {c}"
-    if rng.random() < 0.5:
+    if rng.random() < two_ops:
         op2, d = rng.choice(list(OPS)), rng.randint(1, 9)
         words, expression = f"{words} {op2} {d}", f"{expression} {OPS[op2]} {d}"
     return Program(rng.choice(NAMES), words, expression, stdio=rng.random() < 0.25)
@@ -564,7 +565,10 @@ def _module(functions: Sequence[Program], meant: Sequence[Program] | None = None
 
 def repositories(out: Path, n_repos: int, per_repo: int, seed: int) -> list[Instance]:
     """`n_repos` git repositories under `out` (`toy__proj<i>`), `per_repo` commits each; each
-    commit holds two modules of small functions with one wrong constant or operation."""
+    commit holds four one-function modules (`pkg/<function>.py`, so an issue that names the
+    function names its file), one of them with a wrong constant or operation."""
+    import shutil
+
     rng = random.Random(f"toy_swe:{seed}")
     instances = []
     for r in range(n_repos):
@@ -572,19 +576,14 @@ def repositories(out: Path, n_repos: int, per_repo: int, seed: int) -> list[Inst
         path = out / f"toy__{name}"
         _git(path.parent, "init", "-q", "-b", "main", path.name)
         for _ in range(per_repo):
-            modules = {
-                "pkg/ops.py": _distinct_programs(rng, 2),
-                "pkg/more.py": _distinct_programs(rng, 2),
-            }
-            bug_file = rng.choice(sorted(modules))
-            k = rng.randrange(len(modules[bug_file]))
-            good = modules[bug_file][k]
+            functions = _distinct_programs(rng, 4)
+            good = rng.choice(functions)
             bad = _broken(good, rng)
-            fixed = {p: _module(fs) for p, fs in modules.items()}
-            buggy_functions = [bad if i == k else f for i, f in enumerate(modules[bug_file])]
-            buggy = _module(buggy_functions, meant=modules[bug_file])
-            files = {**fixed, bug_file: buggy, "README.md": "# toy project\n"}
-            fixed = {**fixed, "README.md": files["README.md"]}
+            bug_file = f"pkg/{good.name}.py"
+            fixed = {f"pkg/{f.name}.py": _module([f]) for f in functions}
+            fixed["README.md"] = "# toy project\n"
+            files = {**fixed, bug_file: _module([bad], meant=[good])}
+            shutil.rmtree(path / "pkg", ignore_errors=True)
             for rel, text in files.items():
                 (path / rel).parent.mkdir(parents=True, exist_ok=True)
                 (path / rel).write_text(text)
@@ -616,7 +615,7 @@ def repositories(out: Path, n_repos: int, per_repo: int, seed: int) -> list[Inst
 def _distinct_programs(rng: random.Random, n: int) -> list[Program]:
     chosen: list[Program] = []
     while len(chosen) < n:
-        p = draw_program(rng)
+        p = draw_program(rng, two_ops=0.0)  # a repository's functions do one operation
         if not p.stdio and p.name not in {c.name for c in chosen}:
             chosen.append(p)
     return chosen
@@ -670,7 +669,7 @@ def repair_reply(instance: Instance, rng: random.Random, slip: float) -> tuple[s
     if rng.random() < slip:
         wrong_program = _broken(Program("f", "", right.strip().removeprefix("return ")), rng)
         right = f"    return {wrong_program.expression}\n"
-    reasoning = f"{instance.function} in {instance.bug_file} should return {instance.meant}."
+    reasoning = f"{instance.function} should return {instance.meant}."
     answer = (
         f"<solution>\n### {instance.bug_file}\n<<<<<<< SEARCH\n{instance.wrong}=======\n"
         f"{right}>>>>>>> REPLACE\n</solution>"
@@ -679,11 +678,12 @@ def repair_reply(instance: Instance, rng: random.Random, slip: float) -> tuple[s
 
 
 def localization_reply(instance: Instance, rng: random.Random, slip: float) -> tuple[str, str]:
-    """(reasoning, ranked files): the buggy file first; a slip names the other module."""
+    """(reasoning, two ranked files): the buggy file and another; a slip names two others."""
     others = sorted(p for p in instance.files if p.endswith(".py") and p != instance.bug_file)
-    first = others[0] if rng.random() < slip else instance.bug_file
-    ranked = [first, *[p for p in [instance.bug_file, *others] if p != first]]
-    return f"The issue names a function in {first}.", "```\n" + "\n".join(ranked) + "\n```"
+    rng.shuffle(others)
+    ranked = others[:2] if rng.random() < slip else [instance.bug_file, others[0]]
+    reasoning = f"The issue names {instance.function}, in {ranked[0]}."
+    return reasoning, "```\n" + "\n".join(ranked) + "\n```"
 
 
 def testgen_reply(instance: Instance, rng: random.Random, slip: float) -> tuple[str, str]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -119,7 +119,8 @@ def toy_setup(workdir: Path) -> ToySetup:
     root = toy_root(workdir)
     paths = {name: root / "models" / name / "sft" / "final" for name in TIERS}
     if not all((m / "config.json").is_file() for m in paths.values()):
-        paths = train_toy_models(root / "models", weak=WEAK, strong=STRONG)
+        scaled = scaled_specs(root, {"weak": WEAK, "strong": STRONG})
+        paths = train_toy_models(root / "models", weak=scaled["weak"], strong=scaled["strong"])
     models = {name: ToyModel(model_identity("math", name, p), p) for name, p in paths.items()}
     # The digits the toy models were trained on: the pass rates then spread from easy
     # (one digit, no carry) to hard (two digits, two carries).
@@ -151,13 +152,13 @@ DOMAIN_SPECS: dict[str, dict[str, ToyModelSpec]] = {
         "strong": ToyModelSpec(96, 2, 800, max_seq_len=256, max_positions=512, vocab=400),
     },
     "code": {
-        "weak": ToyModelSpec(96, 2, 100, vocab=300),
-        "strong": ToyModelSpec(96, 2, 300, vocab=300),
+        "weak": ToyModelSpec(96, 2, 200, vocab=300),
+        "strong": ToyModelSpec(96, 2, 600, vocab=300),
     },
     "swe": {
-        "weak": ToyModelSpec(128, 2, 120, batch=8, max_seq_len=640, max_positions=1024, vocab=500),
+        "weak": ToyModelSpec(128, 2, 250, batch=8, max_seq_len=640, max_positions=1024, vocab=500),
         "strong": ToyModelSpec(
-            128, 2, 360, batch=8, max_seq_len=640, max_positions=1024, vocab=500
+            128, 2, 800, batch=8, max_seq_len=640, max_positions=1024, vocab=500
         ),
     },
 }
@@ -174,8 +175,22 @@ def toy_models(workdir: Path, domain: str) -> dict[str, ToyModel]:
     paths = {tier: where / tier / "sft" / "final" for tier in TIERS}
     if not all((p / "config.json").is_file() for p in paths.values()):
         chats = teacher_chats(root, domain)
-        paths = train_chat_models(where, chats, DOMAIN_SPECS[domain])
+        paths = train_chat_models(where, chats, scaled_specs(root, DOMAIN_SPECS[domain]))
     return {tier: ToyModel(model_identity(domain, tier, p), p) for tier, p in paths.items()}
+
+
+TEACHER_STEPS_FILE = "teacher_steps.json"
+"""`{"scale": 0.25}` in a lake's toy dir trains its toy teachers a quarter as long: a smoke run
+of every step (`python -m builders.toy_cascade --quick`), whose teachers are worse."""
+
+
+def scaled_specs(root: Path, specs: dict[str, ToyModelSpec]) -> dict[str, ToyModelSpec]:
+    """`specs` with their steps scaled by the lake's `TEACHER_STEPS_FILE` (if any)."""
+    path = root / TEACHER_STEPS_FILE
+    if not path.is_file():
+        return specs
+    scale = float(json.loads(path.read_text())["scale"])
+    return {name: replace(s, steps=max(10, round(s.steps * scale))) for name, s in specs.items()}
 
 
 def teacher_chats(root: Path, domain: str) -> list[dict]:
@@ -208,7 +223,7 @@ def general_sft_sources(workdir: Path) -> list[str]:
     ]
 
 
-CODE_SPLITS = {"sft": (60, 120), "rl": (61, 160), "heldout": (62, 60), "benchmark": (63, 20)}
+CODE_SPLITS = {"sft": (60, 400), "rl": (61, 200), "heldout": (62, 60), "benchmark": (63, 20)}
 """split -> (seed, rows) of the toy code problems."""
 
 
