@@ -22,6 +22,7 @@ def train(
     """
     from training.datasets import DataHashError
     from training.runner import ManifestError, run_cascade
+    from training.stopping import NoLearningSignal
 
     try:
         finals = run_cascade(
@@ -32,7 +33,7 @@ def train(
             show_progress=progress and not getattr(state, "quiet", False),
             say=lambda line: console.print(line, highlight=False, markup=False),
         )
-    except (ManifestError, DataHashError) as exc:
+    except (ManifestError, DataHashError, NoLearningSignal) as exc:
         raise CascadeError(str(exc)) from None
     for path in finals:
         console.print(f"done: {path}", highlight=False, markup=False)

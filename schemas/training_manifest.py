@@ -273,6 +273,25 @@ class SFTStage(_StageBase):
         return self
 
 
+class LengthCurriculumSpec(_Strict):
+    """A phase of the math length curriculum (recipe 7.4: 100-200 steps per phase, until the
+    clip ratio reaches ~10%): it runs at least `min_steps`, then ends once the share of
+    responses cut at max_response_len, smoothed over the recent steps, is at or below
+    `truncated_share`; max_steps stays the upper bound. A single step's share is too noisy to
+    end a phase on (a 32K phase starts at 5-10% cut)."""
+
+    truncated_share: float = Field(
+        gt=0, lt=1, description="end the phase once the smoothed truncated share is at or below"
+    )
+    min_steps: int = Field(gt=0, description="steps the phase runs before it may end")
+    smoothing_steps: int = Field(
+        10,
+        gt=0,
+        description="span N of the exponential moving average of the truncated share "
+        "(alpha = 2 / (N + 1)); 1 = each step's own share",
+    )
+
+
 class _RLStageBase(_StageBase):
     """What every on-policy RL stage shares: prompts, sampling, rollout engine, filtering."""
 
@@ -290,16 +309,18 @@ class _RLStageBase(_StageBase):
         1.0, ge=0, le=1, description="share of each batch's prompts in think mode"
     )
     rollout: RolloutEngineSpec = RolloutEngineSpec()
-    stop_when_truncated_share_below: float | None = Field(
-        None,
-        gt=0,
-        lt=1,
-        description="length curriculum: end the stage once a step's share of responses cut at "
-        "max_response_len is at or below this",
+    length_curriculum: LengthCurriculumSpec | None = Field(
+        None, description="a phase of the math length curriculum: when it may end early"
     )
 
     @model_validator(mode="after")
     def _rl_datasets(self) -> _RLStageBase:
+        curriculum = self.length_curriculum
+        if curriculum is not None and curriculum.min_steps > self.max_steps:
+            raise ValueError(
+                f"length_curriculum.min_steps {curriculum.min_steps} exceeds max_steps "
+                f"{self.max_steps}"
+            )
         for i, ref in enumerate(self.datasets):
             for column in ("response_column", "reasoning_column", "mode_column"):
                 if getattr(ref, column) is not None:
@@ -364,6 +385,13 @@ class GRPOStage(_RLStageBase):
     readmit_hard: float = Field(0.10, ge=0, le=1, description="epoch filtering: p(re-admit 0%)")
     readmit_easy: float = Field(0.01, ge=0, le=1, description="epoch filtering: p(re-admit 100%)")
     reward_workers: int = Field(4, gt=0, description="threads scoring groups during generation")
+    no_signal_patience: int = Field(
+        5,
+        ge=0,
+        description="fail the stage after this many steps in a row in which no group's "
+        "rewards differ (no gradient: the policy solves nothing or everything, or the reward "
+        "cannot decide); 0 = never, for a plumbing check that expects no signal",
+    )
     evaluation: EvalSpec | None = None
 
     @model_validator(mode="after")

@@ -206,5 +206,7 @@ def run_cascade(
             f"stage {p.stage.name}: {result.steps} steps, last loss {loss}, "
             f"model in {result.final_dir}"
         )
+        if result.summary:
+            say(f"stage {p.stage.name}: {result.summary}")
         finals.append(result.final_dir)
     return finals
