@@ -39,6 +39,18 @@ RECIPES: dict[str, ModuleType] = {
 }
 
 
+def build_command(table: str) -> str | None:
+    """The `cascade build dataset` command of the recipe that builds table `table` (a recipe
+    writes a table of its own name unless told `--out`), or None when no recipe is called so.
+
+    >>> build_command("math_sft")
+    'cascade build dataset math_sft --source <its sources>'
+    >>> build_command("no_such_table") is None
+    True
+    """
+    return f"cascade build dataset {table} --source <its sources>" if table in RECIPES else None
+
+
 def recipe_named(name: str) -> ModuleType:
     """The recipe module called `name`, or BuildError listing the known recipes."""
     try:

@@ -81,7 +81,7 @@ class DatasetRef(_Strict):
     build: str | None = Field(
         None,
         description="the `cascade build dataset ...` command that produces this lake table "
-        "(None: no recipe builds it yet, or a plain file)",
+        "(None: the recipe of the same name if there is one, or a plain file)",
     )
 
     @field_validator("ref")
@@ -113,15 +113,31 @@ class DatasetRef(_Strict):
         """True for `name@version` references, False for file paths."""
         return bool(LAKE_REF.match(self.ref))
 
-    def how_to_build(self) -> str:
+    def how_to_build(self, recipe_command: str | None = None) -> str:
         """The sentence an error appends: which command produces this table, or that none does.
+
+        `recipe_command` is the command of a recipe that builds a table of this name, for a
+        reference without `build` (schemas cannot look recipes up; the caller does).
 
         >>> DatasetRef(ref="t@1", content_hash="0" * 64).how_to_build()
         'no recipe builds it yet'
+        >>> DatasetRef(ref="t@1", content_hash="0" * 64).how_to_build("cascade build dataset t")[:37]
+        '`cascade build dataset t` produces it'
         """
-        if self.build is None:
-            return "no recipe builds it yet" if self.is_lake else "no build command is recorded"
-        return f"`{self.build}` produces it"
+        if self.build is not None:
+            return f"`{self.build}` produces it"
+        if recipe_command is not None and self.is_lake:
+            recipe = recipe_command.removeprefix("cascade build dataset ").split(" ", 1)[0]
+            return (
+                f"`{recipe_command}` produces it (the manifest names no `build` command for it; "
+                f"`cascade build show {recipe}` lists the recipe's sources and parameters)"
+            )
+        return "no recipe builds it yet" if self.is_lake else "no build command is recorded"
+
+    @property
+    def table(self) -> str | None:
+        """The lake table a `name@version` reference names (None for a file)."""
+        return self.ref.split("@", 1)[0] if self.is_lake else None
 
 
 class BatchSpec(_Strict):
