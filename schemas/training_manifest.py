@@ -66,6 +66,11 @@ class DatasetRef(_Strict):
     prompt_column: str | None = Field(
         None, description="instead of messages: a single user turn from this text column"
     )
+    tools_column: str = Field(
+        "tools",
+        description="SFT: the tools a row's conversation may call (a list of JSON schemas, or "
+        "its JSON text; rendered in <tools> in the system prompt); absent or null: none",
+    )
     response_column: str | None = Field(None, description="SFT: the assistant reply text")
     reasoning_column: str | None = Field(
         None, description="SFT: optional column rendered inside <think>...</think> before the reply"
@@ -338,8 +343,8 @@ class _RLStageBase(_StageBase):
                 f"{self.max_steps}"
             )
         for i, ref in enumerate(self.datasets):
-            for column in ("response_column", "reasoning_column", "mode_column"):
-                if getattr(ref, column) is not None:
+            for column in ("response_column", "reasoning_column", "mode_column", "tools_column"):
+                if column in ref.model_fields_set and getattr(ref, column) is not None:
                     raise ValueError(
                         f"datasets[{i}]: {column} is for SFT data; RL responses are sampled "
                         "and modes come from thinking_fraction"
@@ -500,8 +505,8 @@ class RewardModelStage(_StageBase):
             if not size.isdigit() or int(size) < 64:
                 raise ValueError(f"in-process-bpe needs a vocabulary size >= 64, got {size!r}")
         for i, ref in enumerate(self.datasets):
-            for column in ("response_column", "reasoning_column", "mode_column"):
-                if getattr(ref, column) is not None:
+            for column in ("response_column", "reasoning_column", "mode_column", "tools_column"):
+                if column in ref.model_fields_set and getattr(ref, column) is not None:
                     raise ValueError(
                         f"datasets[{i}]: {column} is for SFT data; a reward-model stage reads "
                         "preference pairs (messages or prompt_column, chosen, rejected)"
