@@ -213,3 +213,12 @@ def test_option_walkthrough_needs_every_option_of_an_mcq_prompt() -> None:
         "C",
         "D",
     ]
+
+
+def test_docstring_examples() -> None:
+    import doctest
+
+    import curation.science
+
+    result = doctest.testmod(curation.science)
+    assert result.attempted > 0 and result.failed == 0

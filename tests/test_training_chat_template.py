@@ -283,3 +283,12 @@ def test_the_sft_loader_reads_rows_with_tools_and_tool_calls(tmp_path: Path, tok
     data_ = tokenize_stage(stage, [dataset], tokenizer)
     assert len(data_.samples) == 2
     assert tokenizer.decode(data_.samples[0].input_ids) == TOOL_CHAT_TEXT
+
+
+def test_tool_call_docstring_examples() -> None:
+    import doctest
+
+    import schemas.tool_calls
+
+    result = doctest.testmod(schemas.tool_calls)
+    assert result.attempted > 0 and result.failed == 0

@@ -166,3 +166,14 @@ def test_build_must_be_a_build_command(tmp_path: Path) -> None:
 
     with pytest.raises(ManifestError, match=r"datasets\[0\]\.build: Value error, expected a"):
         load_manifest(path)
+
+
+def test_docstring_examples() -> None:
+    import doctest
+
+    import builders.recipes
+    import training.datasets
+
+    for module in (builders.recipes, training.datasets):
+        result = doctest.testmod(module)
+        assert result.attempted > 0 and result.failed == 0, module.__name__
