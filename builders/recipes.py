@@ -16,6 +16,9 @@ from builders import (
     rlhf_prompts,
     rm_offtopic_pairs,
     sft_general,
+    sft_science_s1,
+    sft_science_s2,
+    sft_tool_calling,
     swe_rl,
     swe_sft,
 )
@@ -28,6 +31,9 @@ RECIPES: dict[str, ModuleType] = {
         math_sft,
         math_sft_s2,
         code_sft,
+        sft_science_s1,
+        sft_science_s2,
+        sft_tool_calling,
         swe_sft,
         preference_pairs,
         rm_offtopic_pairs,
@@ -39,6 +45,18 @@ RECIPES: dict[str, ModuleType] = {
         swe_rl,
     )
 }
+
+
+def build_command(table: str) -> str | None:
+    """The `cascade build dataset` command of the recipe that builds table `table` (a recipe
+    writes a table of its own name unless told `--out`), or None when no recipe is called so.
+
+    >>> build_command("math_sft")
+    'cascade build dataset math_sft --source <its sources>'
+    >>> build_command("no_such_table") is None
+    True
+    """
+    return f"cascade build dataset {table} --source <its sources>" if table in RECIPES else None
 
 
 def recipe_named(name: str) -> ModuleType:

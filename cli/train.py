@@ -27,8 +27,10 @@ def train(
     Multi-process (one per GPU, or gloo ranks on CPU): `torchrun --nproc_per_node N
     $(which cascade) train --manifest M`.
     """
+    from builders.recipes import build_command
     from training.datasets import DataHashError
     from training.runner import ManifestError, run_cascade
+    from training.stopping import NoLearningSignal
 
     try:
         finals = run_cascade(
@@ -39,8 +41,9 @@ def train(
             show_progress=progress and not getattr(state, "quiet", False),
             say=lambda line: console.print(line, highlight=False, markup=False),
             control=control,
+            recipe_command=build_command,
         )
-    except (ManifestError, DataHashError) as exc:
+    except (ManifestError, DataHashError, NoLearningSignal) as exc:
         raise CascadeError(str(exc)) from None
     for path in finals:
         console.print(f"done: {path}", highlight=False, markup=False)

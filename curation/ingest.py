@@ -363,10 +363,11 @@ def _frame_from_records(records: list[dict]) -> pl.DataFrame:
             {k: [_text(v) for v in vs] for k, vs in flat.items()},
             schema={k: pl.String for k in flat},
         )
-    if nested:
-        frame = frame.with_columns(
-            pl.Series(k, [_text(v) for v in columns[k]], dtype=pl.String) for k in nested
+    if nested:  # (a frame of no flat field has no rows to add columns to: build it whole)
+        texts = pl.DataFrame(
+            {k: pl.Series(k, [_text(v) for v in columns[k]], dtype=pl.String) for k in nested}
         )
+        frame = pl.concat([frame, texts], how="horizontal") if frame.width else texts
     return frame.select(keys) if keys else frame
 
 

@@ -74,6 +74,11 @@ class DatasetRef(_Strict):
     prompt_column: str | None = Field(
         None, description="instead of messages: a single user turn from this text column"
     )
+    tools_column: str = Field(
+        "tools",
+        description="SFT: the tools a row's conversation may call (a list of JSON schemas, or "
+        "its JSON text; rendered in <tools> in the system prompt); absent or null: none",
+    )
     response_column: str | None = Field(None, description="SFT: the assistant reply text")
     reasoning_column: str | None = Field(
         None, description="SFT: optional column rendered inside <think>...</think> before the reply"
@@ -89,7 +94,7 @@ class DatasetRef(_Strict):
     build: str | None = Field(
         None,
         description="the `cascade build dataset ...` command that produces this lake table "
-        "(None: no recipe builds it yet, or a plain file)",
+        "(None: the recipe of the same name if there is one, or a plain file)",
     )
 
     @field_validator("ref")
@@ -130,15 +135,31 @@ class DatasetRef(_Strict):
         """True for `name@version` references, False for file paths."""
         return bool(LAKE_REF.match(self.ref))
 
-    def how_to_build(self) -> str:
+    def how_to_build(self, recipe_command: str | None = None) -> str:
         """The sentence an error appends: which command produces this table, or that none does.
+
+        `recipe_command` is the command of a recipe that builds a table of this name, for a
+        reference without `build` (schemas cannot look recipes up; the caller does).
 
         >>> DatasetRef(ref="t@1", content_hash="0" * 64).how_to_build()
         'no recipe builds it yet'
+        >>> DatasetRef(ref="t@1", content_hash="0" * 64).how_to_build("cascade build dataset t")[:37]
+        '`cascade build dataset t` produces it'
         """
-        if self.build is None:
-            return "no recipe builds it yet" if self.is_lake else "no build command is recorded"
-        return f"`{self.build}` produces it"
+        if self.build is not None:
+            return f"`{self.build}` produces it"
+        if recipe_command is not None and self.is_lake:
+            recipe = recipe_command.removeprefix("cascade build dataset ").split(" ", 1)[0]
+            return (
+                f"`{recipe_command}` produces it (the manifest names no `build` command for it; "
+                f"`cascade build show {recipe}` lists the recipe's sources and parameters)"
+            )
+        return "no recipe builds it yet" if self.is_lake else "no build command is recorded"
+
+    @property
+    def table(self) -> str | None:
+        """The lake table a `name@version` reference names (None for a file)."""
+        return self.ref.split("@", 1)[0] if self.is_lake else None
 
 
 class BatchSpec(_Strict):
@@ -313,6 +334,25 @@ class SFTStage(_StageBase):
         return self
 
 
+class LengthCurriculumSpec(_Strict):
+    """A phase of the math length curriculum (recipe 7.4: 100-200 steps per phase, until the
+    clip ratio reaches ~10%): it runs at least `min_steps`, then ends once the share of
+    responses cut at max_response_len, smoothed over the recent steps, is at or below
+    `truncated_share`; max_steps stays the upper bound. A single step's share is too noisy to
+    end a phase on (a 32K phase starts at 5-10% cut)."""
+
+    truncated_share: float = Field(
+        gt=0, lt=1, description="end the phase once the smoothed truncated share is at or below"
+    )
+    min_steps: int = Field(gt=0, description="steps the phase runs before it may end")
+    smoothing_steps: int = Field(
+        10,
+        gt=0,
+        description="span N of the exponential moving average of the truncated share "
+        "(alpha = 2 / (N + 1)); 1 = each step's own share",
+    )
+
+
 class _RLStageBase(_StageBase):
     """What every on-policy RL stage shares: prompts, sampling, rollout engine, filtering."""
 
@@ -330,16 +370,18 @@ class _RLStageBase(_StageBase):
         1.0, ge=0, le=1, description="share of each batch's prompts in think mode"
     )
     rollout: RolloutEngineSpec = RolloutEngineSpec()
-    stop_when_truncated_share_below: float | None = Field(
-        None,
-        gt=0,
-        lt=1,
-        description="length curriculum: end the stage once a step's share of responses cut at "
-        "max_response_len is at or below this",
+    length_curriculum: LengthCurriculumSpec | None = Field(
+        None, description="a phase of the math length curriculum: when it may end early"
     )
 
     @model_validator(mode="after")
     def _rl_datasets(self) -> _RLStageBase:
+        curriculum = self.length_curriculum
+        if curriculum is not None and curriculum.min_steps > self.max_steps:
+            raise ValueError(
+                f"length_curriculum.min_steps {curriculum.min_steps} exceeds max_steps "
+                f"{self.max_steps}"
+            )
         for i, ref in enumerate(self.datasets):
             check_prompt_ref(ref, f"datasets[{i}]", self.thinking_fraction)
         return self
@@ -348,8 +390,8 @@ class _RLStageBase(_StageBase):
 def check_prompt_ref(ref: DatasetRef, where: str, thinking_fraction: float) -> None:
     """An RL stage's prompts: no reply columns, no upsampling, a mode that agrees with the
     stage's thinking_fraction (RL modes come from it)."""
-    for column in ("response_column", "reasoning_column", "mode_column"):
-        if getattr(ref, column) is not None:
+    for column in ("response_column", "reasoning_column", "mode_column", "tools_column"):
+        if column in ref.model_fields_set and getattr(ref, column) is not None:
             raise ValueError(
                 f"{where}: {column} is for SFT data; RL responses are sampled and modes come "
                 "from thinking_fraction"
@@ -467,6 +509,13 @@ class GRPOStage(_RLStageBase):
     readmit_hard: float = Field(0.10, ge=0, le=1, description="epoch filtering: p(re-admit 0%)")
     readmit_easy: float = Field(0.01, ge=0, le=1, description="epoch filtering: p(re-admit 100%)")
     reward_workers: int = Field(4, gt=0, description="threads scoring groups during generation")
+    no_signal_patience: int = Field(
+        5,
+        ge=0,
+        description="fail the stage after this many steps in a row in which no group's "
+        "rewards differ (no gradient: the policy solves nothing or everything, or the reward "
+        "cannot decide); 0 = never, for a plumbing check that expects no signal",
+    )
     evaluation: EvalSpec | None = None
 
     @model_validator(mode="after")
@@ -598,8 +647,8 @@ class RewardModelStage(_StageBase):
                         f"{name} applies to the held-out pairs; heldout_fraction 0 holds none out"
                     )
         for i, ref in enumerate(self.datasets):
-            for column in ("response_column", "reasoning_column", "mode_column"):
-                if getattr(ref, column) is not None:
+            for column in ("response_column", "reasoning_column", "mode_column", "tools_column"):
+                if column in ref.model_fields_set and getattr(ref, column) is not None:
                     raise ValueError(
                         f"datasets[{i}]: {column} is for SFT data; a reward-model stage reads "
                         "preference pairs (messages or prompt_column, chosen, rejected)"

@@ -16,7 +16,7 @@ import pytest
 from schemas.training_manifest import GRPOStage
 from training.chat_template import Message
 from training.distributed import init_distributed
-from training.grpo import StepTimer, collect_batch, curriculum_says_stop
+from training.grpo import StepTimer, collect_batch
 from training.models import train_bpe_tokenizer
 from training.rewards import RewardPool, StageRewards
 from training.rl_data import EpochFilter, Prompt, PromptStream, thinking_mode
@@ -233,11 +233,3 @@ def test_prompt_stream_resumes_exactly_with_its_filter_state() -> None:
     # each pass is a permutation of its pool; the easy prompts mostly sit out pass 1
     second_pass = [u for _, u in rest_a[3:]][: len(a.order)]
     assert sum(u in first[:4] for u in second_pass) <= 1
-
-
-def test_length_curriculum_stops_on_the_truncated_share(tokenizer) -> None:
-    engine = ScriptedEngine(lambda r: True, truncate=lambda key: key % 4 == 3)
-    batch, _ = run_collect(grpo_stage(), engine, prompts(["all"] * 4), tokenizer)
-    assert not curriculum_says_stop(grpo_stage(), batch)  # no threshold: never stops
-    assert not curriculum_says_stop(grpo_stage(stop_when_truncated_share_below=0.2), batch)
-    assert curriculum_says_stop(grpo_stage(stop_when_truncated_share_below=0.25), batch)

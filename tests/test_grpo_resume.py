@@ -175,14 +175,19 @@ def test_grpo_resume_after_kill_is_exact(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_length_curriculum_ends_the_stage_early(tmp_path: Path) -> None:
-    """With a truncated-share target every step meets, the stage ends after its first step and
-    says so in its provenance; the next stage would start from that model."""
+    """With a truncated-share target every step meets and a minimum of 2 steps, the stage ends
+    after its second step and says why in its log and provenance; the next stage would start
+    from that model."""
+    curriculum = {"truncated_share": 0.99, "min_steps": 2, "smoothing_steps": 1}
     manifest = toy_rl_manifest(
-        tmp_path, "stop", stop_when_truncated_share_below=0.99, checkpoint_every_steps=100
+        tmp_path, "stop", length_curriculum=curriculum, checkpoint_every_steps=100
     )
-    finish(cascade("--manifest", str(manifest)))
+    out = finish(cascade("--manifest", str(manifest)))
     log = read_log(tmp_path / "stop" / "grpo")
-    assert [r["step"] for r in log] == [0, 1] and "eval_pass_rate" in log[1]
+    assert [r["step"] for r in log] == [0, 1, 2] and "eval_pass_rate" in log[2]
+    assert log[2]["stop_reason"].endswith("<= 0.99 after 2 steps (min 2)")
     trained_on = json.loads((tmp_path / "stop" / "grpo" / "final" / "trained_on.json").read_text())
-    assert (trained_on["step"], trained_on["stopped_early"]) == (1, True)
-    assert (tmp_path / "stop" / "grpo" / "checkpoints" / "step_0000001" / "COMPLETE").is_file()
+    assert (trained_on["step"], trained_on["stopped_early"]) == (2, True)
+    assert trained_on["stop_reason"] == log[2]["stop_reason"]
+    assert f"stage grpo: ended: {log[2]['stop_reason']}" in " ".join(out.split())
+    assert (tmp_path / "stop" / "grpo" / "checkpoints" / "step_0000002" / "COMPLETE").is_file()

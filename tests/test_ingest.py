@@ -235,6 +235,27 @@ def test_nested_fields_of_different_shapes_round_trip_exactly(lake: Lake, tmp_pa
     assert metadata == [{k: v for k, v in r.items() if k != "problem"} for r in rows]
 
 
+def test_rows_whose_every_field_is_nested_ingest(lake: Lake, tmp_path: Path) -> None:
+    """OpenAI-style tool conversations: `messages` and `tools` only, shapes differing by row."""
+    rows = [
+        {
+            "messages": [
+                {"role": "user", "content": "Add 2 and 3"},
+                {"role": "assistant", "content": None, "tool_calls": [{"name": "add"}]},
+            ],
+            "tools": [{"name": "add", "parameters": {"type": "object"}}],
+        },
+        {"messages": [{"role": "user", "content": "Hi"}], "tools": []},
+    ]
+    path = write_jsonl(tmp_path / "tools.jsonl", rows)
+    ingest(lake, [str(path)], "tools", mapping={"problem": "messages"})
+    table = lake.read("tools")
+    assert [json.loads(p) for p in table["problem"].to_pylist()] == [r["messages"] for r in rows]
+    assert [json.loads(m) for m in table["metadata"].to_pylist()] == [
+        {"tools": r["tools"]} for r in rows
+    ]
+
+
 def test_lake_tables_are_sources_too(lake: Lake, tmp_path: Path) -> None:
     ingest(lake, [str(write_jsonl(tmp_path / "a.jsonl", ROWS))], "first")
     report = ingest(lake, ["first@1", str(write_jsonl(tmp_path / "b.jsonl", ROWS[:1]))], "both")

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 from typer.testing import CliRunner
 
-from builders.recipes import RECIPES, recipe_named
+from builders.recipes import RECIPES, build_command, recipe_named
 from builders.runner import parse_overrides
 from cli.console import CascadeError
 from lake.catalog import Lake
@@ -23,7 +23,7 @@ from training.runner import load_manifest
 
 ROOT = Path(__file__).resolve().parents[1]
 CASCADE_8B = ROOT / "manifests" / "cascade_8b.json"
-UNBUILT = {"sft_science_s1", "sft_science_s2", "sft_tool_calling"}
+UNBUILT: set[str] = set()
 OPTION = re.compile(r"--(source|set|out) ([^\s<]*<[^>]*>|\S+)")
 
 
@@ -59,6 +59,9 @@ def test_every_build_command_is_a_recipe_whose_parameters_and_output_match() -> 
         "math_sft",
         "math_sft_s2",
         "code_sft",
+        "sft_science_s1",
+        "sft_science_s2",
+        "sft_tool_calling",
         "swe_sft",
         "preference_pairs",
         "rm_offtopic_pairs",
@@ -116,15 +119,43 @@ def test_a_table_with_other_bytes_is_refused_naming_its_build(tmp_path: Path) ->
 
 def test_a_table_no_recipe_builds_says_so(tmp_path: Path) -> None:
     Lake(tmp_path / "lake").commit("x", pa.table({"x": [1]}), kind="generic", producer="t")
-    (science,) = [d for d in all_refs() if d.ref == "sft_science_s1@1"]
+    unbuilt = DatasetRef(ref="no_recipe_table@1", content_hash="0" * 64)
     with pytest.raises(DataHashError) as info:
-        verify(science, "stages[sft_stage1].datasets[3]", ROOT, tmp_path / "lake")
+        verify(unbuilt, "stages[s].datasets[3]", ROOT, tmp_path / "lake", build_command)
     assert str(info.value).endswith(
         "no recipe builds it yet (the manifest names no `build` command for it)"
     )
     # no lake at all: the same hint, after the missing lake
     with pytest.raises(FileNotFoundError, match=r"\(use --lake\); no recipe builds it yet"):
-        verify(science, "x", ROOT, tmp_path / "nowhere")
+        verify(unbuilt, "x", ROOT, tmp_path / "nowhere", build_command)
+
+
+def test_a_table_a_recipe_builds_names_that_recipe_without_a_build_command(tmp_path: Path) -> None:
+    """`math_sft@1` without `build`, on an empty lake: `cascade train` names the recipe
+    math_sft and its command, not "no recipe builds it yet"."""
+    from cli.main import command_app
+
+    spec = json.loads(CASCADE_8B.read_text())
+    stage = spec["stages"][0]
+    (math,) = [d for d in stage["datasets"] if d["ref"] == "math_sft@1"]
+    del math["build"]
+    spec["stages"] = [{**stage, "datasets": [math]}]
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(spec))
+    Lake(tmp_path / "lake")  # an empty lake
+    result = CliRunner().invoke(
+        command_app(), ["--lake", str(tmp_path / "lake"), "train", "--manifest", str(path)]
+    )
+    assert isinstance(result.exception, CascadeError), result.output
+    message = str(result.exception)
+    assert message.startswith(f"{path}: stages[sft_stage1].datasets[0]: no table 'math_sft'")
+    assert message.endswith(
+        "refusing to train on it; `cascade build dataset math_sft --source <its sources>` "
+        "produces it (the manifest names no `build` command for it; `cascade build show "
+        "math_sft` lists the recipe's sources and parameters); pin the content_hash it prints "
+        "in place of the placeholder"
+    )
+    assert "no recipe builds it" not in message and "\n" not in message
 
 
 def test_build_must_be_a_build_command(tmp_path: Path) -> None:
@@ -136,3 +167,14 @@ def test_build_must_be_a_build_command(tmp_path: Path) -> None:
 
     with pytest.raises(ManifestError, match=r"datasets\[0\]\.build: Value error, expected a"):
         load_manifest(path)
+
+
+def test_docstring_examples() -> None:
+    import doctest
+
+    import builders.recipes
+    import training.datasets
+
+    for module in (builders.recipes, training.datasets):
+        result = doctest.testmod(module)
+        assert result.attempted > 0 and result.failed == 0, module.__name__

@@ -148,11 +148,16 @@ def test_cascade_8b_manifest_has_the_papers_structure() -> None:
         (s.kl_coef, s.entropy_coef, s.loss_level, s.reward_shaping) == (0, 0, "token", "none")
         for s in rl.values()
     )
-    # Length curriculum: each math phase may end once <= 10% of responses are cut off.
-    assert [rl[n].stop_when_truncated_share_below for n in ("math_rl_24k", "math_rl_32k")] == [
-        0.1,
-        0.1,
-    ]
+    # Length curriculum (7.4: 100-200 steps per phase, until the clip ratio reaches ~10%):
+    # at least 100 steps, then end once the smoothed share of cut responses is <= 10%.
+    phases = ("math_rl_24k", "math_rl_32k", "math_rl_40k")
+    assert [
+        (c.truncated_share, c.min_steps, c.smoothing_steps, rl[n].max_steps)
+        for n in phases
+        if (c := rl[n].length_curriculum) is not None
+    ] == [(0.1, 100, 10, 200)] * 3
+    assert all(rl[n].length_curriculum is None for n in rl if n not in phases)
+    assert all(s.no_signal_patience == 5 for s in rl.values())
     assert [rl["swe_rl_16k"].max_prompt_len, rl["swe_rl_24k"].max_prompt_len] == [16384, 24576]
     assert (rl["if_rl_ifeval"].readmit_hard, rl["math_rl_24k"].readmit_easy) == (0.1, 0.01)
 
@@ -172,6 +177,7 @@ def test_invalid_manifest_errors_name_each_field(tmp_path: Path) -> None:
     bad["stages"][3]["learning_rate"] = 1e-6  # belongs under optimizer
     bad["stages"][6]["datasets"][0]["content_hash"] = "abc"
     bad["stages"][2]["heldout_fraction"] = 1.5
+    bad["stages"][7]["length_curriculum"]["min_steps"] = 300  # more than max_steps 200
     path = write(tmp_path / "bad.json", bad)
     with pytest.raises(ManifestError) as info:
         load_manifest(path)
@@ -183,6 +189,7 @@ def test_invalid_manifest_errors_name_each_field(tmp_path: Path) -> None:
         "stages[3](rlhf).learning_rate: Extra inputs are not permitted",
         "stages[6](math_rl_24k).datasets[0].content_hash: Value error, expected 64 lowercase hex",
         "stages[2](reward_model).heldout_fraction: Input should be less than 1",
+        "stages[7](math_rl_32k): Value error, length_curriculum.min_steps 300 exceeds max_steps",
     ):
         assert f"{path}: {field}" in msg, msg
 

@@ -581,3 +581,27 @@ def test_what_a_sandboxed_process_sends_decodes_to_plain_data_only() -> None:
     ):
         with pytest.raises(DataError):
             decode(bad)
+
+
+def test_a_test_may_call_and_read_values_of_the_program_that_are_not_data(box: Sandbox) -> None:
+    # Tests written without check(candidate): `assert Solution().f(1) == 2` builds an object of
+    # the program's, reads its method and compares the method's (data) result in the checker.
+    program = (
+        "class Solution:\n    def f(self, x):\n        return x + 1\n"
+        "    def g(self, x):\n        return Solution()\n"
+    )
+    tests = {
+        "assert Solution().f(1) == 2": "passed",
+        "assert Solution().f(1) == 3": "failed",
+        # an object of the program's never decides an assertion: not by truth, not by ==
+        "assert Solution()": "error",
+        "assert Solution().g(1)": "error",
+        "assert Solution().g(1) != 5": "error",
+        "assert Solution().g(1) in [Solution()]": "error",
+        "assert len(Solution()) == 0": "error",
+        "assert Solution().h(1) == 2": "error",
+    }
+    results = box.run_many([(program, [FunctionalTest(t)]) for t in tests])
+    statuses = {t: r.outcomes[0].status for t, r in zip(tests, results, strict=True)}
+    assert statuses == tests, [r.summary() for r in results]
+    assert "non-data value" in results[2].summary()

@@ -6,15 +6,24 @@ Format (Cascade 1, recipe section 2): every turn is `<|im_start|>{role}\\n{conte
 empty think block). A user turn that already ends with a flag keeps its own (the recipe switches
 modes mid-conversation that way).
 
-`CHAT_TEMPLATE` is the same format as a Jinja chat template; it is saved on every tokenizer the
-trainer writes, so `apply_chat_template(messages, mode="think"|"no_think",
-add_generation_prompt=True)` (or Qwen3's `enable_thinking=True|False`) renders a prompt exactly
-as training did, and any transformers-based server can use a trained model as is.
+Tools follow the Qwen3 / Hermes convention (recipe section 2): the available tools' JSON
+schemas, one per line inside `<tools>...</tools>`, close the system prompt together with the
+instruction to call them as `<tool_call>{"name": ..., "arguments": ...}</tool_call>` (a system
+turn is opened for them when the chat has none); an assistant turn's tool calls follow its
+text, one `<tool_call>` block each; consecutive tool results share one user turn, each inside
+`<tool_response>...</tool_response>`, without a mode flag (they are not the user speaking).
 
-Training targets are the assistant reply tokens plus the `<|im_end|>` that closes each reply
-(so the model learns to stop); role headers, system/user/tool turns and the newline after
-`<|im_end|>` are context only. Each piece is tokenized on its own and concatenated, so the mask
-is exact by construction rather than recovered from character offsets.
+`CHAT_TEMPLATE` is the same format as a Jinja chat template; it is saved on every tokenizer the
+trainer writes, so `apply_chat_template(messages, tools=..., mode="think"|"no_think",
+add_generation_prompt=True)` (or Qwen3's `enable_thinking=True|False`) renders a prompt exactly
+as training did, and any transformers-based server can use a trained model as is. (Tool-call
+arguments given as a dict are written as JSON; training always holds them as a dict.)
+
+Training targets are the assistant reply tokens (tool calls included) plus the `<|im_end|>`
+that closes each reply (so the model learns to stop); role headers, system/user turns, tool
+results and the newline after `<|im_end|>` are context only. Each piece is tokenized on its own
+and concatenated, so the mask is exact by construction rather than recovered from character
+offsets.
 """
 
 from __future__ import annotations
@@ -22,6 +31,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
+
+from schemas.tool_calls import (
+    TOOL_RESPONSE_CLOSE,
+    TOOL_RESPONSE_OPEN,
+    TOOLS_FOOTER,
+    TOOLS_HEADER,
+    ToolCall,
+    ToolCallError,
+    parse_tools,
+    tool_call_from,
+    tools_block,
+)
 
 IM_START = "<|im_start|>"
 IM_END = "<|im_end|>"
@@ -32,6 +53,13 @@ SPECIAL_TOKENS = (PAD, IM_START, IM_END, THINK_OPEN, THINK_CLOSE)
 ROLES = ("system", "user", "assistant", "tool")
 IGNORE_INDEX = -100
 GENERATION_PROMPT = f"{IM_START}assistant\n"
+
+
+def _jinja_text(text: str) -> str:
+    """`text` as a Jinja string literal."""
+    escaped = text.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n")
+    return f"'{escaped}'"
+
 
 Mode = Literal["think", "no_think"]
 MODES: tuple[Mode, ...] = ("think", "no_think")
@@ -48,16 +76,42 @@ CHAT_TEMPLATE = (
     "{%- set think = enable_thinking -%}"
     "{%- endif -%}"
     "{%- set flag = ' /think' if think else ' /no_think' -%}"
+    "{%- set system_first = messages and messages[0].role == 'system' -%}"
+    "{%- if tools -%}"
+    "{{- '<|im_start|>system\\n' -}}"
+    "{%- if system_first -%}{{- messages[0].content + '\\n\\n' -}}{%- endif -%}"
+    "{{- " + _jinja_text(TOOLS_HEADER) + " -}}"
+    "{%- for tool in tools -%}{{- '\\n' -}}{{- tool | tojson -}}{%- endfor -%}"
+    "{{- " + _jinja_text(TOOLS_FOOTER) + " + '<|im_end|>\\n' -}}"
+    "{%- endif -%}"
     "{%- for message in messages -%}"
     "{%- if message.role not in ['system', 'user', 'assistant', 'tool'] -%}"
     "{{- raise_exception('unknown role ' ~ message.role) -}}"
     "{%- endif -%}"
+    "{%- if loop.first and tools and system_first -%}"
+    "{%- elif message.role == 'tool' -%}"
+    "{%- if loop.first or loop.previtem.role != 'tool' -%}{{- '<|im_start|>user' -}}{%- endif -%}"
+    "{{- '\\n<tool_response>\\n' + message.content + '\\n</tool_response>' -}}"
+    "{%- if loop.last or loop.nextitem.role != 'tool' -%}{{- '<|im_end|>\\n' -}}{%- endif -%}"
+    "{%- else -%}"
     "{{- '<|im_start|>' + message.role + '\\n' -}}"
     "{%- if message.role == 'assistant' -%}"
+    "{%- set text = message.content or '' -%}"
     "{%- if message.reasoning is defined and message.reasoning is not none -%}"
-    "{{- '<think>\\n' + message.reasoning + '\\n</think>\\n' -}}"
+    "{%- set text = '<think>\\n' + message.reasoning + '\\n</think>\\n' + text -%}"
     "{%- endif -%}"
-    "{{- message.content + '<|im_end|>\\n' -}}"
+    "{{- text -}}"
+    "{%- if message.tool_calls is defined and message.tool_calls -%}"
+    "{%- for call in message.tool_calls -%}"
+    "{%- if call.function is defined -%}{%- set call = call.function -%}{%- endif -%}"
+    "{%- if text or not loop.first -%}{{- '\\n' -}}{%- endif -%}"
+    '{{- \'<tool_call>\\n{"name": "\' + call.name + \'", "arguments": \' -}}'
+    "{%- if call.arguments is string -%}{{- call.arguments -}}"
+    "{%- else -%}{{- call.arguments | tojson -}}{%- endif -%}"
+    "{{- '}\\n</tool_call>' -}}"
+    "{%- endfor -%}"
+    "{%- endif -%}"
+    "{{- '<|im_end|>\\n' -}}"
     "{%- elif message.role == 'user' -%}"
     "{%- if message.content.endswith('/think') or message.content.endswith('/no_think') -%}"
     "{{- message.content + '<|im_end|>\\n' -}}"
@@ -66,6 +120,7 @@ CHAT_TEMPLATE = (
     "{%- endif -%}"
     "{%- else -%}"
     "{{- message.content + '<|im_end|>\\n' -}}"
+    "{%- endif -%}"
     "{%- endif -%}"
     "{%- endfor -%}"
     "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}"
@@ -78,11 +133,13 @@ class ChatFormatError(ValueError):
 
 @dataclass(frozen=True)
 class Message:
-    """One turn; `reasoning` (assistant only) is rendered inside <think>...</think>."""
+    """One turn; `reasoning` (assistant only) is rendered inside <think>...</think>, and an
+    assistant's `tool_calls` after its content."""
 
     role: str
     content: str
     reasoning: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -103,9 +160,8 @@ class TokenizedChat:
 
 
 def parse_messages(raw: Sequence[object], where: str) -> list[Message]:
-    """Turn dicts like {"role", "content", "reasoning"?} into Messages, naming bad entries.
-
-    The conversation must hold an assistant turn (something to train on).
+    """Turn dicts like {"role", "content", "reasoning"?, "tool_calls"?} into Messages, naming
+    bad entries. The conversation must hold an assistant turn (something to train on).
     """
     messages = _parse(raw, where)
     if not any(m.role == "assistant" for m in messages):
@@ -125,6 +181,14 @@ def parse_prompt(raw: object, where: str) -> list[Message]:
     return messages
 
 
+def parse_chat_tools(raw: object, where: str) -> tuple[dict, ...]:
+    """A conversation's tool schemas (a list, its JSON text, or None for no tools)."""
+    try:
+        return parse_tools(raw)
+    except ToolCallError as exc:
+        raise ChatFormatError(f"{where}: {exc}") from None
+
+
 def _parse(raw: Sequence[object], where: str) -> list[Message]:
     messages = []
     for i, item in enumerate(raw):
@@ -135,6 +199,13 @@ def _parse(raw: Sequence[object], where: str) -> list[Message]:
             raise ChatFormatError(
                 f"{where}: message {i} has role {role!r}; expected one of {ROLES}"
             )
+        raw_calls = item.get("tool_calls") or []
+        if raw_calls and role != "assistant":
+            raise ChatFormatError(
+                f"{where}: message {i} ({role}) has tool_calls; only assistant may"
+            )
+        if content is None and raw_calls:
+            content = ""  # OpenAI's form of a turn that only calls tools
         if not isinstance(content, str):
             raise ChatFormatError(f"{where}: message {i} ({role}) has no string content")
         reasoning = item.get("reasoning")
@@ -142,7 +213,13 @@ def _parse(raw: Sequence[object], where: str) -> list[Message]:
             raise ChatFormatError(
                 f"{where}: message {i} ({role}) has reasoning; only assistant may"
             )
-        messages.append(Message(role, content, reasoning))
+        if not isinstance(raw_calls, list | tuple):
+            raise ChatFormatError(f"{where}: message {i} tool_calls is not a list")
+        try:
+            calls = tuple(tool_call_from(call) for call in raw_calls)
+        except ToolCallError as exc:
+            raise ChatFormatError(f"{where}: message {i} (assistant): {exc}") from None
+        messages.append(Message(role, content, reasoning, calls))
     return messages
 
 
@@ -159,19 +236,39 @@ def has_flag(content: str) -> bool:
     return content.endswith(tuple(FLAGS.values()))
 
 
-def render_segments(messages: Sequence[Message], mode: Mode) -> list[tuple[str, bool]]:
+def assistant_text(message: Message) -> str:
+    """An assistant turn's trained text: think block, content, then one block per tool call."""
+    text = message.content
+    if message.reasoning is not None:
+        text = f"{THINK_OPEN}\n{message.reasoning}\n{THINK_CLOSE}\n{message.content}"
+    for i, call in enumerate(message.tool_calls):
+        text += ("\n" if text or i else "") + call.text()
+    return text
+
+
+def render_segments(
+    messages: Sequence[Message], mode: Mode, tools: Sequence[dict] = ()
+) -> list[tuple[str, bool]]:
     """The chat as (text, is_target) pieces; joining the texts gives the full ChatML string."""
     if mode not in MODES:
         raise ChatFormatError(f"mode must be one of {MODES}, got {mode!r}")
     flag = f" {FLAGS[mode]}"
     segments: list[tuple[str, bool]] = []
-    for m in messages:
+    turns = list(messages)
+    if tools:
+        system = f"{turns.pop(0).content}\n\n" if turns and turns[0].role == "system" else ""
+        segments.append((f"{IM_START}system\n{system}{tools_block(tools)}{IM_END}\n", False))
+    for i, m in enumerate(turns):
+        if m.role == "tool":  # a run of tool results is one user turn
+            opens = i == 0 or turns[i - 1].role != "tool"
+            closes = i == len(turns) - 1 or turns[i + 1].role != "tool"
+            body = f"\n{TOOL_RESPONSE_OPEN}\n{m.content}\n{TOOL_RESPONSE_CLOSE}"
+            text = (f"{IM_START}user" if opens else "") + body + (f"{IM_END}\n" if closes else "")
+            segments.append((text, False))
+            continue
         segments.append((f"{IM_START}{m.role}\n", False))
         if m.role == "assistant":
-            reply = m.content
-            if m.reasoning is not None:
-                reply = f"{THINK_OPEN}\n{m.reasoning}\n{THINK_CLOSE}\n{m.content}"
-            segments.append((reply, True))
+            segments.append((assistant_text(m), True))
             segments.append((IM_END, True))
             segments.append(("\n", False))
         else:
@@ -181,24 +278,28 @@ def render_segments(messages: Sequence[Message], mode: Mode) -> list[tuple[str, 
     return segments
 
 
-def render_text(messages: Sequence[Message], mode: Mode) -> str:
+def render_text(messages: Sequence[Message], mode: Mode, tools: Sequence[dict] = ()) -> str:
     """The full ChatML string (what a generation-time template would produce)."""
-    return "".join(text for text, _ in render_segments(messages, mode))
+    return "".join(text for text, _ in render_segments(messages, mode, tools))
 
 
-def render_prompt(messages: Sequence[Message], mode: Mode) -> str:
+def render_prompt(messages: Sequence[Message], mode: Mode, tools: Sequence[dict] = ()) -> str:
     """The chat followed by the assistant header: what a model continues at generation time."""
-    return render_text(messages, mode) + GENERATION_PROMPT
+    return render_text(messages, mode, tools) + GENERATION_PROMPT
 
 
-def tokenize_chat(tokenizer: object, messages: Sequence[Message], mode: Mode) -> TokenizedChat:
+def tokenize_chat(
+    tokenizer: object, messages: Sequence[Message], mode: Mode, tools: Sequence[dict] = ()
+) -> TokenizedChat:
     """Tokenize each segment separately so the target mask is exact."""
-    return _tokenize_segments(tokenizer, render_segments(messages, mode))
+    return _tokenize_segments(tokenizer, render_segments(messages, mode, tools))
 
 
-def tokenize_prompt(tokenizer: object, messages: Sequence[Message], mode: Mode) -> list[int]:
+def tokenize_prompt(
+    tokenizer: object, messages: Sequence[Message], mode: Mode, tools: Sequence[dict] = ()
+) -> list[int]:
     """Token ids of `render_prompt`, split exactly as training splits the same chat."""
-    segments = [*render_segments(messages, mode), (GENERATION_PROMPT, False)]
+    segments = [*render_segments(messages, mode, tools), (GENERATION_PROMPT, False)]
     return _tokenize_segments(tokenizer, segments).input_ids
 
 

@@ -8,12 +8,14 @@ what was checked without hashing it again. A lake version is immutable; a file i
 if its size and modification time are still those seen at the check.
 
 A lake table that is missing or holds other bytes is refused with the manifest field, the
-reason and the `cascade build dataset ...` command that produces it (the reference's `build`),
+reason and the `cascade build dataset ...` command that produces it (the reference's `build`,
+else the command of the recipe of that name, which the caller looks up: `recipe_command`),
 or the fact that no recipe builds it yet.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +27,10 @@ from schemas.training_manifest import DatasetRef
 
 class DataHashError(ValueError):
     """A dataset's bytes do not match the hash pinned in the manifest."""
+
+
+RecipeCommand = Callable[[str], str | None]
+"""Table name -> the `cascade build dataset ...` command of the recipe that builds it, or None."""
 
 
 @dataclass(frozen=True)
@@ -43,20 +49,24 @@ class VerifiedRef:
 
 
 def verify(
-    ref: DatasetRef, where: str, manifest_dir: Path, lake_path: str | Path | None
+    ref: DatasetRef,
+    where: str,
+    manifest_dir: Path,
+    lake_path: str | Path | None,
+    recipe_command: RecipeCommand | None = None,
 ) -> VerifiedRef:
     """Recompute a reference's hash; `where` names the manifest field in errors."""
     if ref.is_lake:
         if lake_path is None or not Path(lake_path).exists():
             raise FileNotFoundError(
                 f"{where}: {ref.ref} is a lake reference but lake {lake_path!s} does not exist "
-                f"(use --lake); {build_hint(ref)}"
+                f"(use --lake); {build_hint(ref, recipe_command)}"
             )
         try:
             info = Lake(lake_path).verify_hash(ref.ref, expected=ref.content_hash)
         except LakeError as exc:
             raise DataHashError(
-                f"{where}: {exc}; refusing to train on it; {build_hint(ref)}"
+                f"{where}: {exc}; refusing to train on it; {build_hint(ref, recipe_command)}"
             ) from None
         return VerifiedRef(ref, where, f"lake:{info.ref}", lake_path=str(lake_path))
     path = Path(ref.ref)
@@ -76,17 +86,21 @@ def verify(
 PLACEHOLDER_HASH = "0" * 64
 
 
-def build_hint(ref: DatasetRef) -> str:
-    """What to do about a missing or mismatched lake table: the command that builds it (then
-    pin the hash it prints), or that no recipe builds it yet.
+def build_hint(ref: DatasetRef, recipe_command: RecipeCommand | None = None) -> str:
+    """What to do about a missing or mismatched lake table: the command that builds it (the
+    reference's `build`, else the recipe of the table's name; then pin the hash it prints),
+    or that no recipe builds it yet.
 
     >>> build_hint(DatasetRef(ref="t@1", content_hash="0" * 64, build="cascade build dataset t"))
     '`cascade build dataset t` produces it; pin the content_hash it prints in place of the placeholder'
     """
-    if ref.build is None:
+    known = None
+    if ref.build is None and recipe_command is not None and ref.table is not None:
+        known = recipe_command(ref.table)
+    if ref.build is None and known is None:
         return f"{ref.how_to_build()} (the manifest names no `build` command for it)"
     pin = "in place of the placeholder" if ref.content_hash == PLACEHOLDER_HASH else "here"
-    return f"{ref.how_to_build()}; pin the content_hash it prints {pin}"
+    return f"{ref.how_to_build(known)}; pin the content_hash it prints {pin}"
 
 
 @dataclass(frozen=True)

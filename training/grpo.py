@@ -57,6 +57,7 @@ from training.rollout import RolloutEngine, RolloutRequest, SamplingParams, samp
 from training.rollout import make_engine as make_rollout_engine
 from training.stage import StageContext, StageResult, stage_model, stage_tokenizer
 from training.step_log import StepLog
+from training.stopping import LengthCurriculum, NoLearningSignal, SignalWatch, max_steps_reason
 
 STEP_DELAY_ENV = "CASCADE_TRAIN_STEP_DELAY_S"  # tests: slow steps so a kill lands mid-run
 
@@ -127,14 +128,23 @@ def run_rl_stage(ctx: StageContext) -> StageResult:
     if grpo and ctx.reward_fn is not None and ("reward_model" not in stage.reward or reward_model):
         judge = StageRewards(stage, None, reward_model)
 
+    # ================================================================ stopping rules ===========
+    curriculum = LengthCurriculum(stage.length_curriculum) if stage.length_curriculum else None
+    watch = signal_watch(ctx) if grpo else None
+
     # ================================================================ resume ===================
     fingerprint = {"datasets": [d.ref.content_hash for d in datasets], "prompts": len(prompts)}
     torch.manual_seed(stage.seed)
-    start_step, stopped = 0, False
+    start_step, stopped, stop_reason = 0, False, None
     client = ckpt.resume(engine, ctx, fingerprint, rank)
     if client is not None:
         start_step, stopped = client["step"], client["stopped"]
+        stop_reason = client.get("stop_reason")
         stream.load_state_dict(client["stream"])
+        if curriculum is not None and client.get("curriculum"):
+            curriculum.load_state_dict(client["curriculum"])
+        if watch is not None and client.get("signal"):
+            watch.load_state_dict(client["signal"])
     record = ckpt.provenance(
         ctx,
         [d.describe() for d in datasets],
@@ -149,7 +159,7 @@ def run_rl_stage(ctx: StageContext) -> StageResult:
 
     # ================================================================ the loop =================
     delay = float(os.environ.get(STEP_DELAY_ENV, "0") or 0)
-    step, last_loss = start_step, None
+    step, last_loss, failure = start_step, None, None
     bar = "reward_mean" if grpo else "reverse_kl"
     with StepLog(
         ctx.stage_dir, stage.name, stage.max_steps, start_step, rank, ctx.show_progress, bar
@@ -175,16 +185,28 @@ def run_rl_stage(ctx: StageContext) -> StageResult:
                 stats = update(engine, batch.episodes, stage, reference, teachers, device)
             step += 1
             last_loss = stats["loss"]
-            # --- log, evaluate, checkpoint, length curriculum -------------------------------
-            stopped = curriculum_says_stop(stage, batch)
+            # --- log, evaluate, checkpoint, stopping rules ----------------------------------
+            summary = batch.summary()
             entry = {
                 "step": step,
                 **stats,
-                **batch.summary(),
+                **summary,
                 "lr": scheduler.get_last_lr()[0],
                 "grad_norm": grad_norm(engine),
                 **timer.seconds,
             }
+            if curriculum is not None:
+                entry["truncated_share_smoothed"] = curriculum.observe(summary["truncated_share"])
+                stop_reason = curriculum.stop_reason(step)
+            failure = watch.observe(batch.groups) if watch is not None else None
+            if failure is not None:  # no checkpoint, no final model: the stage failed
+                log.write({**entry, "stop_reason": failure})
+                break
+            stopped = stop_reason is not None
+            if step == stage.max_steps and not stopped:
+                stop_reason = max_steps_reason(stage.max_steps, curriculum)
+            if stop_reason is not None:
+                entry["stop_reason"] = stop_reason
             if eval_prompts and (
                 step % stage.evaluation.every_steps == 0 or step == stage.max_steps or stopped
             ):  # type: ignore[union-attr]
@@ -196,7 +218,14 @@ def run_rl_stage(ctx: StageContext) -> StageResult:
                     engine,
                     ctx.checkpoint_dir,
                     step,
-                    {"data": fingerprint, "stream": stream.state_dict(), "stopped": stopped},
+                    {
+                        "data": fingerprint,
+                        "stream": stream.state_dict(),
+                        "stopped": stopped,
+                        "stop_reason": stop_reason,
+                        "curriculum": curriculum.state_dict() if curriculum else None,
+                        "signal": watch.state_dict() if watch else None,
+                    },
                     {**record, "step": step},
                     rank,
                     stage.keep_checkpoints,
@@ -208,10 +237,18 @@ def run_rl_stage(ctx: StageContext) -> StageResult:
     if pool is not None:
         pool.close()
     rollout.close()
-    record.update(step=step, stopped_early=step < stage.max_steps)
+    if failure is not None:
+        engine.destroy()
+        raise NoLearningSignal(failure)
+    signal = watch.summary() if watch is not None else None
+    record.update(
+        step=step, stopped_early=step < stage.max_steps, stop_reason=stop_reason, signal=signal
+    )
     ckpt.save_final(engine, tokenizer, ctx.final_dir, record, rank, stage.deepspeed.zero_stage)
     engine.destroy()
-    return StageResult(ctx.final_dir, step, last_loss)
+    ended = f"ended: {stop_reason}" if stop_reason else None
+    said = "; ".join(part for part in (ended, signal) if part) or None
+    return StageResult(ctx.final_dir, step, last_loss, said)
 
 
 # ==================================================================== rollouts ================
@@ -668,13 +705,17 @@ def kl_on(stage: GRPOStage | MOPDStage) -> bool:
     return isinstance(stage, GRPOStage) and stage.kl_coef > 0
 
 
-def curriculum_says_stop(stage: GRPOStage | MOPDStage, batch: RolloutBatch) -> bool:
-    """Length curriculum: end the stage once few enough responses hit the length cap."""
-    threshold = stage.stop_when_truncated_share_below
-    if threshold is None:
-        return False
-    eps = batch.episodes
-    return sum(e.truncated for e in eps) / len(eps) <= threshold
+def signal_watch(ctx: StageContext) -> SignalWatch:
+    """The no-learning-signal check of a GRPO stage, naming its reward in failures."""
+    stage: GRPOStage = ctx.stage  # type: ignore[assignment]
+    custom = ctx.reward_fn is not None
+    return SignalWatch(
+        stage_name=stage.name,
+        reward="a custom reward function" if custom else stage.reward,
+        patience=stage.no_signal_patience,
+        columns=() if custom else REWARD_COLUMNS[stage.reward],
+        max_response_len=stage.max_response_len,
+    )
 
 
 def domain_of(stage: GRPOStage | MOPDStage, prompt: Prompt) -> str | None:

@@ -24,7 +24,7 @@ from schemas.training_manifest import (
     SFTStage,
     TrainingManifest,
 )
-from training.datasets import VerifiedRef, verify
+from training.datasets import RecipeCommand, VerifiedRef, verify
 
 
 class ManifestError(ValueError):
@@ -160,23 +160,32 @@ class VerifiedStage:
 
 
 def verify_data(
-    plans: list[StagePlan], manifest_path: Path, lake_path: str | Path | None
+    plans: list[StagePlan],
+    manifest_path: Path,
+    lake_path: str | Path | None,
+    recipe_command: RecipeCommand | None = None,
 ) -> dict[str, VerifiedStage]:
     """Check every stage's data hashes before training anything.
 
-    A wrong hash in a late stage should stop the run now, not after days of earlier stages.
+    A wrong hash in a late stage should stop the run now, not after days of earlier stages;
+    the error names the command that builds a missing table (`recipe_command` looks one up
+    for references without `build`).
     """
     checked = {}
     for p in plans:
         where = f"{manifest_path}: stages[{p.stage.name}]"
         refs = [
-            verify(ref, f"{where}.datasets[{i}]", manifest_path.parent, lake_path)
+            verify(ref, f"{where}.datasets[{i}]", manifest_path.parent, lake_path, recipe_command)
             for i, ref in enumerate(p.stage.datasets)
         ]
         evaluation = getattr(p.stage, "evaluation", None)
         eval_ref = (
             verify(
-                evaluation.dataset, f"{where}.evaluation.dataset", manifest_path.parent, lake_path
+                evaluation.dataset,
+                f"{where}.evaluation.dataset",
+                manifest_path.parent,
+                lake_path,
+                recipe_command,
             )
             if evaluation is not None
             else None
@@ -194,20 +203,23 @@ def run_cascade(
     say: Callable[[str], None] = print,
     reward_fn: Callable | None = None,
     control: str | None = None,
+    recipe_command: RecipeCommand | None = None,
 ) -> list[Path]:
     """Run the manifest's stages (or one) in order; return the final model dirs produced.
 
     `reward_fn` (TRL-style `(prompts, completions, **columns) -> list[float | None]`) replaces
     the reward of every GRPO stage run, for experiments and controls. `control` (one of
     `training.episode.CONTROLS`) runs the control of every GRPO stage (or of `stage`)
-    instead: see `control_plans`.
+    instead: see `control_plans`. `recipe_command` names the command that builds a missing
+    lake table whose reference has no `build` (the CLI passes the recipe registry's
+    `builders.recipes.build_command`).
     """
     manifest_path = Path(manifest_path).resolve()
     manifest = load_manifest(manifest_path)
     plans = plan(manifest, manifest_path, stage)
     if control is not None:
         plans = control_plans(plans, control)
-    checked = verify_data(plans, manifest_path, lake_path)
+    checked = verify_data(plans, manifest_path, lake_path, recipe_command)
     check_endpoints(plans, manifest_path)
     all_plans = plan(manifest, manifest_path, None)
     finals_by_name = {p.stage.name: p.stage_dir / "final" for p in all_plans}
@@ -253,5 +265,7 @@ def run_cascade(
             f"stage {p.stage.name}: {result.steps} steps, last loss {loss}, "
             f"model in {result.final_dir}"
         )
+        if result.summary:
+            say(f"stage {p.stage.name}: {result.summary}")
         finals.append(result.final_dir)
     return finals

@@ -1,8 +1,10 @@
 """SFT data: a stage's verified datasets as conversations, rendered and tokenized.
 
-Rows carry either a `messages` column (a list of {role, content, reasoning?} objects, or that
-list as a JSON string) or a prompt/response column pair named in the reference. Hash checks
-happen once, before the stage, in `training.datasets`.
+Rows carry either a `messages` column (a list of {role, content, reasoning?, tool_calls?}
+objects, or that list as a JSON string) or a prompt/response column pair named in the
+reference; a row's `tools_column` (default `tools`: a list of JSON schemas, or its JSON text)
+lists the tools its conversation may call, rendered into the system prompt. Hash checks happen
+once, before the stage, in `training.datasets`.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from training.chat_template import (
     Mode,
     TokenizedChat,
     infer_mode,
+    parse_chat_tools,
     parse_messages,
     tokenize_chat,
 )
@@ -29,11 +32,12 @@ from training.datasets import LoadedDataset
 
 @dataclass(frozen=True)
 class Conversation:
-    """One training chat, its mode, and where it came from (for error messages)."""
+    """One training chat, its mode, the tools it may call, and where it came from."""
 
     messages: list[Message]
     mode: Mode
     origin: str
+    tools: tuple[dict, ...] = ()
 
 
 def conversations(dataset: LoadedDataset) -> Iterator[Conversation]:
@@ -67,6 +71,7 @@ def conversations(dataset: LoadedDataset) -> Iterator[Conversation]:
                 f"{origin}: missing column {exc.args[0]!r} (columns: {sorted(row)})"
             ) from None
         messages = parse_messages(raw, origin)
+        tools = parse_chat_tools(row.get(ref.tools_column), f"{origin}: {ref.tools_column}")
         if row_mode is not None:
             if row_mode not in MODES:
                 raise ChatFormatError(
@@ -75,7 +80,7 @@ def conversations(dataset: LoadedDataset) -> Iterator[Conversation]:
             mode: Mode = row_mode
         else:
             mode = infer_mode(messages) if ref.mode == "infer" else ref.mode
-        yield Conversation(messages, mode, origin)
+        yield Conversation(messages, mode, origin, tools)
 
 
 def _messages(row: dict, column: str, origin: str) -> list:
@@ -127,7 +132,7 @@ def tokenize_stage(
     for dataset in datasets:
         tokenized = []
         for conv in conversations(dataset):
-            chat = tokenize_chat(tokenizer, conv.messages, conv.mode)
+            chat = tokenize_chat(tokenizer, conv.messages, conv.mode, conv.tools)
             if len(chat.input_ids) > stage.max_seq_len:
                 too_long += 1
                 continue
@@ -147,4 +152,4 @@ def training_texts(datasets: list[LoadedDataset], limit: int = 2000) -> Iterator
         for i, conv in enumerate(conversations(dataset)):
             if i >= limit:
                 break
-            yield render_text(conv.messages, conv.mode)
+            yield render_text(conv.messages, conv.mode, conv.tools)

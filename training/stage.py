@@ -50,6 +50,7 @@ class StageResult:
     final_dir: Path
     steps: int
     last_loss: float | None
+    summary: str | None = None  # RL: why the stage ended, how many steps carried a signal
 
 
 def stage_tokenizer(ctx: StageContext, rank: int, texts: Iterable[str] | None = None) -> object:

@@ -5,7 +5,7 @@
 rlimits), forked by the worker. Every top-level `check(X)` is rewritten so that X is
 evaluated in the program's process instead, and the test's other free names (a helper the
 program defines, a value such as `__outcome__`) are looked up there too: what comes back is
-a `RemoteFunction`, whose calls travel as data both ways (`plain_data`), or plain data.
+a `RemoteValue` (called, or its attributes read, by message) or plain data (`plain_data`).
 Assertions, expected values and the prelude's helpers (`is_same_list`, ...) exist only
 here; a result that is not data (an object with its own `__eq__`, say) is a failure; the
 verdict goes to the worker on a pipe the program's process does not hold. One checker per
@@ -103,16 +103,6 @@ class ProgramError(Exception):
     """An exception of a class of the program's own (only its name and message came)."""
 
 
-class ProgramObject:
-    """A value of the program's that is neither data nor callable: usable as nothing."""
-
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-
-    def __repr__(self) -> str:
-        return f"<program object of type {self.kind}>"
-
-
 def raise_program_exception(reply: dict[str, Any]) -> NoReturn:
     """Raise, in the test, what the program raised."""
     name, message, category = str(reply.get("t")), str(reply.get("m")), reply.get("c")
@@ -184,6 +174,8 @@ class Channel:
         if not (isinstance(value, list) and len(value) == 3):
             raise ProgramFailure("error", "the program sent a malformed answer")
         result, after_args, after_kwargs = value
+        if "r" in reply:
+            result = _bind(self, "result", reply["r"])
         if isinstance(after_args, list) and len(after_args) == len(args):
             for original, after in zip(args, after_args, strict=True):
                 _write_back(original, after)
@@ -192,6 +184,14 @@ class Channel:
                 if name in kwargs:
                     _write_back(kwargs[name], after)
         return result
+
+    def attribute(self, handle: int, name: str) -> Any:
+        reply = self.ask({"op": "attr", "h": handle, "n": name})
+        if reply.get("k") == "raised":
+            raise_program_exception(reply)
+        if reply.get("k") != "ok":
+            raise ProgramFailure("error", "the program broke the call protocol")
+        return _bind(self, name, reply.get("d"))
 
 
 def _write_back(original: Any, after: Any) -> None:
@@ -207,19 +207,40 @@ def _write_back(original: Any, after: Any) -> None:
         original.update(after)
 
 
-class RemoteFunction:
-    """A function of the program's, called by message: data in, data out."""
+class RemoteValue:
+    """A value of the program's that is not data (a function, a class, an instance): the
+    test may call it or read its attributes, both by message; anything that would judge it
+    (comparing, truth, hashing, iterating, converting) is a failure of the program, as a
+    non-data result always was, so no object of the program's decides an assertion."""
 
-    def __init__(self, channel: Channel, handle: int, name: str) -> None:
-        self._channel = channel
-        self._handle = handle
-        self.__name__ = name
+    def __init__(self, channel: Channel, handle: int, name: str, kind: str) -> None:
+        object.__setattr__(self, "_channel", channel)
+        object.__setattr__(self, "_handle", handle)
+        object.__setattr__(self, "_kind", kind)
+        object.__setattr__(self, "__name__", name)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._channel.call(self._handle, args, kwargs)
 
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return self._channel.attribute(self._handle, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise TypeError("the test cannot change a value of the program's")
+
     def __repr__(self) -> str:
-        return f"<program function {self.__name__}>"
+        return f"<program value {self.__name__} of type {self._kind}>"
+
+    def _judged(self, *_: Any) -> NoReturn:
+        raise ProgramFailure(
+            "error", f"the program returned a non-data value (a {self._kind} is not plain data)"
+        )
+
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = _judged  # type: ignore[assignment]
+    __bool__ = __len__ = __iter__ = __contains__ = __hash__ = _judged  # type: ignore[assignment]
+    __int__ = __float__ = __index__ = __complex__ = __getitem__ = _judged  # type: ignore[assignment]
 
 
 def _bind(channel: Channel, name: str, description: Any) -> Any:
@@ -227,12 +248,10 @@ def _bind(channel: Channel, name: str, description: Any) -> Any:
     if not isinstance(description, list) or not description:
         raise ProgramFailure("error", "the program broke the call protocol")
     kind = description[0]
-    if kind == "call" and len(description) == 2 and type(description[1]) is int:
-        return RemoteFunction(channel, description[1], name)
+    if kind == "ref" and len(description) == 4 and type(description[1]) is int:
+        return RemoteValue(channel, description[1], name, str(description[2])[:100])
     if kind == "data" and len(description) == 2:
         return channel.value(description[1])
-    if kind == "object":
-        return ProgramObject(str(description[1:2])[:100])
     if kind == "raised" and len(description) == 2 and isinstance(description[1], dict):
         raise_program_exception(description[1])
     raise ProgramFailure("error", "the program broke the call protocol")

@@ -9,8 +9,10 @@ verdict, and everything it writes is a size-capped JSON frame (`framing.send_jso
   `MemoryError`, ...). The worker reads the memfd and compares it with the expected output.
 - functional tests: it serves the checker (`sandbox_checker`): "begin" runs the program in a
   fresh namespace and resolves the test's free names and candidate expressions; "call" calls
-  a resolved function with arguments sent as data and answers with the result (and the
-  arguments after the call, for in-place tasks) as data (`plain_data`), or the exception.
+  a resolved value with arguments sent as data and answers with the result (and the
+  arguments after the call, for in-place tasks) as data (`plain_data`), or the exception;
+  "attr" reads an attribute. A value that is not data travels as a handle the checker can
+  only call or read attributes of (`Solution().f` in `assert Solution().f(1) == 2`).
 """
 
 from __future__ import annotations
@@ -144,15 +146,16 @@ class ProgramProcess:
     # ----------------------------------------------------------------------- functional
 
     def describe(self, value: Any) -> list[Any]:
-        """A resolved name or expression, for the checker: a function it may call (by
-        handle), plain data, or another object (which it cannot use)."""
-        if callable(value):
-            self.handles.append(value)
-            return ["call", len(self.handles) - 1]
-        try:
-            return ["data", encode(value)]
-        except NotData:
-            return ["object", type(value).__name__[:100]]
+        """A value for the checker: plain data, or a reference (a handle) to a value of the
+        program's that is not data (a function, a class, an instance), which the checker may
+        only call or read attributes of; it never compares or tests it."""
+        if not callable(value):
+            try:
+                return ["data", encode(value)]
+            except NotData:
+                pass
+        self.handles.append(value)
+        return ["ref", len(self.handles) - 1, type(value).__name__[:100], callable(value)]
 
     def begin(self, request: dict[str, Any]) -> dict[str, Any]:
         """Run the program afresh for a new test; resolve the names the test asked for."""
@@ -201,7 +204,24 @@ class ProgramProcess:
         try:
             return {"k": "ok", "v": encode([result, after_args, after_kwargs], known=received)}
         except NotData as exc:
-            return {"k": "nondata", "t": str(exc)[:MESSAGE_LIMIT]}
+            try:  # the result is not data: its arguments may still be
+                after = encode([None, after_args, after_kwargs], known=received)
+            except NotData:
+                return {"k": "nondata", "t": str(exc)[:MESSAGE_LIMIT]}
+            return {"k": "ok", "v": after, "r": self.describe(result)}
+
+    def attribute(self, request: dict[str, Any]) -> dict[str, Any]:
+        """An attribute of a referenced value (`Solution().f` in `assert Solution().f(1) == 2`)."""
+        handle, name = request.get("h"), request.get("n")
+        if type(handle) is not int or not 0 <= handle < len(self.handles):
+            return {"k": "raised", "t": "RuntimeError", "m": "no such handle", "c": "error"}
+        if not isinstance(name, str):
+            return {"k": "raised", "t": "RuntimeError", "m": "bad attribute", "c": "error"}
+        try:
+            value = getattr(self.handles[handle], name)
+        except BaseException as exc:
+            return _raised(exc)
+        return {"k": "ok", "d": self.describe(value)}
 
     def serve(self, requests: int, replies: int) -> None:
         """Answer the checker until it hangs up."""
@@ -218,6 +238,8 @@ class ProgramProcess:
                     reply = self.begin(request)
                 elif op == "call":
                     reply = self.call(request)
+                elif op == "attr":
+                    reply = self.attribute(request)
                 else:
                     return
             except BaseException as exc:  # e.g. MemoryError while encoding a result
