@@ -233,7 +233,7 @@ def toy_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
     strong = toy_models(workdir, "code")["strong"]
     bench = code_benchmark_dir(workdir)
     return [toy_file(workdir, "code_sft", code_rows("sft"))], {
-        **strong.flat(k=4, max_new_tokens=96),
+        **strong.flat(k=4, max_new_tokens=96, temperature=0.6),
         "benchmarks": [str(bench / "toy_code_bench.jsonl")],
         "benchmark_dir": str(bench),
         "behaviour_benchmark_files": ["toy_code_bench.jsonl"],

@@ -174,7 +174,7 @@ def toy_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
 
     strong = toy_models(workdir, "swe")["strong"]
     return swe_sources(workdir, "pool"), {
-        **strong.flat(k=8, max_new_tokens=160),
+        **strong.flat(k=8, max_new_tokens=160, temperature=0.6),
         "repos_dir": str(swe_repos(toy_root(workdir))),
         "verified_repos": [verified_repos_file(workdir)],
         "source_priority": ["toy_swe_pool"],
