@@ -7,8 +7,8 @@ filters -> group z-score advantages -> exactly one optimizer step over the whole
 
 The only contract between rollout and update is the `Episode` (training/episode.py); the loss
 is in training/policy_loss.py, rewards in training/rewards.py (the kinds in
-curation/verify/rewards.py), prompt order and epoch-level
-filtering in training/rl_data.py, the engines in training/rollout/.
+curation/verify/rewards.py), prompt order and epoch-level filtering in training/rl_data.py, the
+engines in training/rollout/.
 
 Several processes (`torchrun --nproc_per_node N`): every rank draws the same prompts, rolls
 out its share (every N-th prompt), and the episodes are gathered so every rank holds the

@@ -66,9 +66,6 @@ class StageRewards:
             patch_judge = patch_judge_for(stage)
         self.stage = stage
         self.kind = kind
-        self.override = override
-        self.reward_model = reward_model
-        self.patch_judge = patch_judge
         self.function = (
             override
             if override is not None
