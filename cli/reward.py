@@ -25,8 +25,8 @@ def serve_reward(
 
     A GRPO stage uses it with `"reward_model": "http://HOST:PORT"`.
     """
+    from training.reward_clients import SequenceClassifierRM
     from training.reward_server import RewardServer
-    from training.rewards import SequenceClassifierRM
 
     path = Path(model)
     if model.startswith(("/", ".")) and not (path / "config.json").is_file():

@@ -12,7 +12,8 @@ from cli.console import CascadeError, console, open_lake, plain
 from cli.executors import EXECUTOR_OPTION, RAY_ADDRESS_OPTION, executor_session
 from cli.files import is_file_target, read_lake_table, read_rows, write_rows
 from curation.generate.references import join_references
-from curation.verify.table import KINDS, verify_frame, verify_step
+from curation.verify.rewards import verifier_kinds, verifier_named
+from curation.verify.table import verify_frame, verify_step
 from lake.catalog import LakeError
 from lake.steps import Step, StepResult, run_steps
 
@@ -37,7 +38,7 @@ def verify_rows(
 
 @app.command("verify")
 def verify_command(
-    kind: str = typer.Option(..., "--kind", help="math | code | if | swe"),
+    kind: str = typer.Option(..., "--kind", help=" | ".join(verifier_kinds())),
     out: str = typer.Option(
         ..., "--out", help="Output .jsonl/.parquet file, or a lake table name with --table."
     ),
@@ -56,14 +57,17 @@ def verify_command(
     reference_field: str = typer.Option(
         None,
         "--reference-field",
-        help="Default: answer (math), tests (code), instruction_id_list (if), patch (swe).",
+        help="Default: "
+        + ", ".join(f"{verifier_named(k).columns[0]} ({k})" for k in verifier_kinds())
+        + ".",
     ),
     executor: str = EXECUTOR_OPTION,
     ray_address: str = RAY_ADDRESS_OPTION,
 ) -> None:
     """Verify responses; keeps every input column and adds passed, score and detail."""
-    if kind not in KINDS:
-        raise CascadeError(f"unknown --kind {kind!r}; choose one of {', '.join(KINDS)}")
+    if kind not in verifier_kinds():
+        kinds = ", ".join(verifier_kinds())
+        raise CascadeError(f"unknown --kind {kind!r}; choose one of {kinds}")
     if (input_ is None) == (table is None):
         raise CascadeError("give exactly one of --input FILE or --table NAME")
     if keep not in ("all", "passed"):

@@ -26,7 +26,8 @@ import xxhash
 from curation.dedup import exact_dedup, near_dedup
 from curation.generate.backend import Backend
 from curation.generate.samples import Sampler, generations_for
-from curation.verify.table import DEFAULT_REFERENCE, verify_frame
+from curation.verify.rewards import verifier_named
+from curation.verify.table import verify_frame
 from lake.catalog import Lake
 from lake.steps import StepResult
 
@@ -63,7 +64,7 @@ def measure_pass_rates(
     scored. Token lengths are counted in `tokenizer` (a path or hub id; the target model's)
     when given, else as the model reported them. Nothing is dropped.
     """
-    reference_field = reference_field or DEFAULT_REFERENCE[verifier]
+    reference_field = reference_field or verifier_named(verifier).columns[0]
     frame = df.with_columns(
         _reference_hashes(df, reference_field).alias("_reference_hash"),
         pl.col("id").cast(pl.String).alias("_prompt_id"),
@@ -390,7 +391,7 @@ def response_filters(
     if max_tokens is not None:
         reasons.append(("too_long", pl.col("completion_tokens") > max_tokens))
     if verifier is not None:
-        field = reference_field or DEFAULT_REFERENCE[verifier]
+        field = reference_field or verifier_named(verifier).columns[0]
         has_reference = _has_reference(frame, field)
         judged = verify_frame(frame.filter(has_reference), verifier, reference_field=field)
         verdicts = frame.select("uid").join(

@@ -409,7 +409,7 @@ def check_prompt_ref(ref: DatasetRef, where: str, thinking_fraction: float) -> N
 
 
 REWARD_MODEL_FORMS = (
-    "a name in training.rewards.REWARD_MODEL_HOOKS, `stage:<name>` (an earlier reward_model "
+    "a name in training.reward_clients.REWARD_MODEL_HOOKS, `stage:<name>` (an earlier reward_model "
     "stage's final model), an http(s):// URL of `cascade serve-reward`, or a local dir / hub "
     "id of a sequence-classification model"
 )

@@ -10,10 +10,12 @@ import math
 
 import pytest
 
+from curation.verify.reward_model_score import rm_answer
 from schemas.training_manifest import GRPOStage
 from training.chat_template import Message
 from training.episode import Episode
-from training.rewards import REWARD_MODEL_HOOKS, StageRewards, rm_answer
+from training.reward_clients import REWARD_MODEL_HOOKS
+from training.rewards import StageRewards
 from training.rl_data import Prompt
 
 CHINESE = "答案是"
@@ -229,7 +231,7 @@ def test_sequence_classifier_reward_model(tmp_path) -> None:
     from transformers import AutoConfig, AutoModelForSequenceClassification
 
     from training.models import train_bpe_tokenizer
-    from training.rewards import SequenceClassifierRM
+    from training.reward_clients import SequenceClassifierRM
 
     tokenizer = train_bpe_tokenizer(["Say hello. Hello there! Hi."], 300)
     config = AutoConfig.for_model(

@@ -14,13 +14,14 @@ from builders.runner import Build, recipe_steps
 from curation.instructions import attach_instructions, compliant_response, conflicting_pairs
 from curation.text import prompt_ids
 from curation.verify.ifeval import ifeval_reward, verify_ifeval
+from curation.verify.rewards import REWARDS
 from lake.catalog import Lake
 from lake.steps import run_steps
 from schemas.training_manifest import DatasetRef
 from tests.scripted_openai import ScriptedServer
 from tests.test_instructions import violation
 from training.datasets import LoadedDataset, VerifiedRef
-from training.rl_data import REWARD_COLUMNS, load_prompts
+from training.rl_data import load_prompts
 
 K = 4
 IFEVAL_1001 = (
@@ -164,7 +165,7 @@ def test_if_rl_end_to_end(lake: Lake, shared_data: Path, server, tmp_path: Path)
     # The GRPO stage reads the rows as they are and rewards with the IF verifier.
     ref = DatasetRef(ref="if_rl@1", content_hash="0" * 64, mode="no_think")
     dataset = LoadedDataset(VerifiedRef(ref, "test", "lake:if_rl@1"), kept.to_dicts())
-    prompts = load_prompts([dataset], required=REWARD_COLUMNS["if_verifier"])
+    prompts = load_prompts([dataset], required=REWARDS["if_verifier"].columns)
     for prompt in prompts:
         ids, kwargs = prompt.columns["instruction_id_list"], prompt.columns["kwargs"]
         good = compliant_response(ids, json.loads(kwargs))

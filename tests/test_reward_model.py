@@ -103,7 +103,8 @@ def toy_pairs_file(tmp_path: Path, problems: int = 40, name: str = "pairs.jsonl"
     [
         "training.pair_data",
         "training.reward_model",
-        "training.rewards",
+        "training.reward_clients",
+        "curation.verify.reward_model_score",
         "training.reward_server",
         "training.datasets",
         "schemas.training_manifest",

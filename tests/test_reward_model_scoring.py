@@ -25,15 +25,15 @@ from schemas.training_manifest import GRPOStage
 from training.chat_template import Message
 from training.episode import Episode
 from training.pair_data import is_heldout
-from training.reward_model import read_eval
-from training.reward_server import RewardServer
-from training.rewards import (
+from training.reward_clients import (
     RemoteRewardModel,
     SequenceClassifierRM,
-    StageRewards,
     load_reward_model,
     reward_model_reward,
 )
+from training.reward_model import read_eval
+from training.reward_server import RewardServer
+from training.rewards import StageRewards
 from training.rl_data import Prompt
 from training.runner import run_cascade
 from training.step_log import read_log

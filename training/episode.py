@@ -2,7 +2,8 @@
 
 Rollout fills in the tokens and the engine's log-probs, scoring fills in the reward, the
 advantage step fills in the advantage and whether the episode is trained on; the update reads
-nothing else. Group statistics (z-scores) are pure functions over a group's rewards.
+nothing else. Group statistics (z-scores, shared with the IF + reward-model reward of
+`curation.verify.reward_model_score`) are pure functions over a group's rewards.
 """
 
 from __future__ import annotations
@@ -12,9 +13,8 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from curation.verify.reward_model_score import z_scores
 from training.chat_template import Mode
-
-Z_EPS = 1e-6  # added to a group's std so near-constant groups do not explode
 
 
 @dataclass
@@ -50,23 +50,6 @@ class Episode:
     def solved(self) -> bool:
         """A positive reward counts as solved (epoch filtering, pass rates)."""
         return self.reward is not None and self.reward > 0
-
-
-def z_scores(values: Sequence[float]) -> list[float]:
-    """(v - mean) / (population std + Z_EPS); all zeros for a constant group.
-
-    >>> [round(z, 4) for z in z_scores([1.0, 0.0, 0.0, 1.0])]
-    [1.0, -1.0, -1.0, 1.0]
-    >>> z_scores([0.5, 0.5])
-    [0.0, 0.0]
-    """
-    if not values:
-        return []
-    mean = sum(values) / len(values)
-    std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
-    if std == 0:
-        return [0.0] * len(values)
-    return [(v - mean) / (std + Z_EPS) for v in values]
 
 
 def group_advantages(rewards: Sequence[float | None], shaping: str = "none") -> list[float]:

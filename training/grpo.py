@@ -6,8 +6,9 @@ filters -> group z-score advantages -> exactly one optimizer step over the whole
 (strict on-policy: the importance ratio is 1, no clipping) -> log -> checkpoint.
 
 The only contract between rollout and update is the `Episode` (training/episode.py); the loss
-is in training/policy_loss.py, rewards in training/rewards.py, prompt order and epoch-level
-filtering in training/rl_data.py, the engines in training/rollout/.
+is in training/policy_loss.py, rewards in training/rewards.py (the kinds in
+curation/verify/rewards.py), prompt order and epoch-level filtering in training/rl_data.py, the
+engines in training/rollout/.
 
 Several processes (`torchrun --nproc_per_node N`): every rank draws the same prompts, rolls
 out its share (every N-th prompt), and the episodes are gathered so every rank holds the
@@ -29,6 +30,8 @@ from pathlib import Path
 
 import torch
 
+from curation.verify.reward_model_score import RewardModel
+from curation.verify.rewards import reward_named
 from schemas.training_manifest import GRPOStage, MOPDStage
 from training import checkpoint as ckpt
 from training.chat_template import IGNORE_INDEX, IM_END, tokenize_prompt
@@ -43,9 +46,9 @@ from training.distributed import (
 from training.episode import Episode, group_advantages, has_signal, shuffle_rewards
 from training.models import build_model, load_tokenizer, pick_attn_implementation
 from training.policy_loss import grpo_loss_sum, mopd_loss_sum, token_entropy, token_weights
-from training.rewards import RewardModel, RewardPool, StageRewards, load_reward_model
+from training.reward_clients import load_reward_model
+from training.rewards import RewardPool, StageRewards
 from training.rl_data import (
-    REWARD_COLUMNS,
     EpochFilter,
     Prompt,
     PromptStream,
@@ -76,7 +79,7 @@ def run_rl_stage(ctx: StageContext) -> StageResult:
 
     # ================================================================ data =====================
     datasets = [load(v) for v in ctx.datasets]
-    needs = REWARD_COLUMNS[stage.reward] if grpo and ctx.reward_fn is None else ()
+    needs = reward_named(stage.reward).columns if grpo and ctx.reward_fn is None else ()
     prompts, too_long = fitting_prompts(load_prompts(datasets, needs), tokenizer, stage)
     epoch_filter = (
         EpochFilter(stage.seed, stage.readmit_hard, stage.readmit_easy)
@@ -125,7 +128,8 @@ def run_rl_stage(ctx: StageContext) -> StageResult:
     rewards = StageRewards(stage, ctx.reward_fn, reward_model) if grpo else None
     pool = RewardPool(rewards, stage.reward_workers) if rewards is not None else None
     judge = rewards  # evaluation scores with the stage's own reward, even under an override
-    if grpo and ctx.reward_fn is not None and ("reward_model" not in stage.reward or reward_model):
+    rm_free = grpo and "reward_model" not in reward_named(stage.reward).clients
+    if grpo and ctx.reward_fn is not None and (rm_free or reward_model):
         judge = StageRewards(stage, None, reward_model)
 
     # ================================================================ stopping rules ===========
@@ -713,7 +717,7 @@ def signal_watch(ctx: StageContext) -> SignalWatch:
         stage_name=stage.name,
         reward="a custom reward function" if custom else stage.reward,
         patience=stage.no_signal_patience,
-        columns=() if custom else REWARD_COLUMNS[stage.reward],
+        columns=() if custom else reward_named(stage.reward).columns,
         max_response_len=stage.max_response_len,
     )
 
@@ -772,9 +776,10 @@ def load_teachers(
 
 def reward_model_for(ctx: StageContext) -> RewardModel | None:
     """The stage's reward model (`reward_model`: a hook name, `stage:<name>`, a URL of
-    `cascade serve-reward`, or a model dir / hub id; see `training.rewards.load_reward_model`)."""
+    `cascade serve-reward`, or a model dir / hub id; see
+    `training.reward_clients.load_reward_model`)."""
     stage: GRPOStage = ctx.stage  # type: ignore[assignment]
-    if "reward_model" not in stage.reward or stage.reward_model is None:
+    if "reward_model" not in reward_named(stage.reward).clients or stage.reward_model is None:
         return None
     return load_reward_model(
         stage.reward_model,

@@ -6,7 +6,7 @@ backward -> step -> log -> evaluate -> checkpoint) and the final model with `eva
 
 Model: the backbone as a transformers `*ForSequenceClassification` with one label, i.e. the
 causal LM's transformer plus a linear head (`score`) read at the last non-pad token; saved
-that way, it loads in `training.rewards.SequenceClassifierRM`, `cascade serve-reward` and any
+that way, it loads in `training.reward_clients.SequenceClassifierRM`, `cascade serve-reward` and any
 server that takes transformers reward models.
 
 Loss: the mean over the global batch of -log sigmoid(r(x, y+) - r(x, y-)), whatever the micro

@@ -1,7 +1,7 @@
 """A reward model over HTTP: `cascade serve-reward --model DIR --port N`.
 
 A big reward model runs on its own GPUs and scores rollouts for a trainer elsewhere; the GRPO
-stage names it by URL (`reward_model: http://host:port`) and `training.rewards.RemoteRewardModel`
+stage names it by URL (`reward_model: http://host:port`) and `training.reward_clients.RemoteRewardModel`
 is the client. The API is small and JSON, in the OpenAI style (`/v1/...`, a `data` list with
 `index`):
 
@@ -24,7 +24,7 @@ import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from training.rewards import RewardModel
+from curation.verify.reward_model_score import RewardModel
 
 ROLES = ("system", "user", "assistant", "tool")
 

@@ -3,7 +3,7 @@
 A prompt is a conversation without its reply plus the row's other columns, which go to the
 reward function (`answer`, `tests`, `instruction_id_list` / `kwargs`, `patch` with the files the
 prompt showed (`context_files` / `context_contents`, which SEARCH/REPLACE answers are applied
-to), a domain...).
+to), a domain...; each reward kind's columns are in `curation.verify.rewards.REWARDS`).
 `PromptStream` hands out prompts epoch after epoch in an order fixed by (seed, epoch); with
 epoch-level dynamic filtering (Math RL, recipe 7.4) each new epoch's pool leaves out the
 prompts the last pass solved every time or never, re-admitting each with a small probability
@@ -21,16 +21,6 @@ from dataclasses import dataclass, field
 
 from training.chat_template import ChatFormatError, Message, parse_prompt
 from training.datasets import LoadedDataset
-
-REWARD_COLUMNS: dict[str, tuple[str, ...]] = {
-    "math_verifier": ("answer",),
-    "code_tests": ("tests",),
-    "if_verifier": ("instruction_id_list", "kwargs"),
-    "if_verifier+reward_model": ("instruction_id_list", "kwargs"),
-    "swe_patch_similarity": ("patch", "context_files", "context_contents"),
-    "swe_patch_judge": ("patch", "problem_statement", "context_files", "context_contents"),
-    "reward_model": (),
-}
 
 
 @dataclass(frozen=True)

@@ -231,3 +231,11 @@ class PatchJudge:
 
     def close(self) -> None:
         self.backend.close()
+
+
+def patch_judge_reward(
+    prompts: Sequence[Any], completions: Sequence[Any], *, patch_judge: PatchJudge, **columns: Any
+) -> list[float | None]:
+    """Reward `swe_patch_judge`: `patch_judge.reward` (the lexical short cuts, else the judge's
+    P("YES")) over a swe_rl table's columns."""
+    return patch_judge.reward(prompts, completions, **columns)
