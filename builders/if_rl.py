@@ -129,19 +129,11 @@ def steps(params: dict[str, Any], build: Build) -> list[Step]:
     return recipe
 
 
-TOY_INSTRUCTIONS = [
-    "change_case:english_lowercase",
-    "keywords:existence",
-    "punctuation:no_comma",
-    "startend:end_checker",
-]
-"""IFEval types a tiny model can learn: lowercase, two keywords, no commas, an end phrase."""
-
-
 def toy_profile(workdir: Path, split: str = "rl") -> tuple[list[str], dict[str, Any]]:
     """The toy world's short requests ("Compose a text on the otter.", `builders.toy_domains`)
     with 1-2 easy constraints, no teacher or policy model; decontaminated against the held-out
     requests (`--set sft_datasets=sft_general` keeps them disjoint from a toy SFT set too)."""
+    from builders.toy_domains import toy_instructions
     from builders.toy_profile import if_sources
 
     return [if_sources(workdir, split)], {
@@ -149,7 +141,7 @@ def toy_profile(workdir: Path, split: str = "rl") -> tuple[list[str], dict[str, 
         "near_dup_threshold": 0.95,  # one template's prompts differ by a word or two only
         "sft_datasets": [],
         "instructions_per_prompt": [1, 2],
-        "instruction_ids": TOY_INSTRUCTIONS,
+        "instruction_ids": list(toy_instructions("ifeval")),
     }
 
 

@@ -287,11 +287,29 @@ TAXONOMY_OF_SPLIT = {"sft": None, "rl": "ifeval", "rl_ifbench": "iftrain", "held
 the SFT split mixes both, so the SFT policy has met every toy instruction."""
 
 
+TOY_INSTRUCTIONS: dict[str, tuple[str, ...]] = {
+    # IFEval types a tiny model can learn: lowercase, two keywords, no commas, an end phrase
+    "ifeval": (
+        "change_case:english_lowercase",
+        "keywords:existence",
+        "punctuation:no_comma",
+        "startend:end_checker",
+    ),
+    # IF-RLVR types a tiny model can learn: a keyword once, a given first word, no dots, a
+    # palindrome
+    "iftrain": (
+        "keywords:word_once",
+        "first_word:first_word_answer",
+        "punctuation:punctuation_dot",
+        "keywords:palindrome",
+    ),
+}
+"""Per taxonomy, the toy instruction ids the IF recipes' toy profiles attach."""
+
+
 def toy_instructions(taxonomy: str) -> tuple[str, ...]:
     """The toy instruction ids of a taxonomy: the ones the IF recipes' toy profiles attach."""
-    from builders import if_rl, if_rl_ifbench
-
-    return tuple({"ifeval": if_rl, "iftrain": if_rl_ifbench}[taxonomy].TOY_INSTRUCTIONS)
+    return TOY_INSTRUCTIONS[taxonomy]
 
 
 def if_prompts(split: str, seed: int = 0) -> list[dict]:

@@ -16,6 +16,7 @@ import pytest
 from builders import if_rl, if_rl_ifbench
 from builders.recipes import recipe_named
 from builders.runner import build_dataset, recipe_steps
+from builders.toy_domains import toy_instructions
 from curation.instructions import (
     IFTRAIN,
     IFTRAIN_INSTRUCTIONS,
@@ -201,7 +202,7 @@ def test_toy_profiles_build_from_tiny_prompts_without_a_model(
     kept = pl.from_arrow(lake.read(recipe.NAME))
     assert kept.height == 56  # 4 templates x 14 subjects, none dropped
     assert kept["base_problem"][0].endswith(".") and "the" in kept["base_problem"][0]
-    allowed = set(recipe.TOY_INSTRUCTIONS)
+    allowed = set(toy_instructions(recipe.DEFAULTS["taxonomy"]))
     for ids, kwargs in kept.select("instruction_id_list", "kwargs").iter_rows():
         assert 1 <= len(ids) <= 2 and set(ids) <= allowed
         taxonomy = TAXONOMIES[recipe.DEFAULTS["taxonomy"]]

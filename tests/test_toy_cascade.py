@@ -42,7 +42,11 @@ def short(pinned: Path, out: Path) -> Path:
             stage["max_steps"] = 3
         else:
             stage["max_steps"] = 2
-            stage["batch"] = {"prompts_per_step": 2, "rollouts_per_prompt": 4, "micro_batch_size": 8}
+            stage["batch"] = {
+                "prompts_per_step": 2,
+                "rollouts_per_prompt": 4,
+                "micro_batch_size": 8,
+            }
             stage["evaluation"]["every_steps"] = 2
         stage["checkpoint_every_steps"] = stage["max_steps"]
     spec["output_dir"] = str(out / "run")
@@ -70,7 +74,9 @@ def test_every_stage_of_the_toy_cascade_runs_on_data_its_recipe_built(tmp_path: 
     for stage in load_manifest(manifest).stages:
         log = read_log(tmp_path / "run" / stage.name)
         assert log and log[-1]["step"] == stage.max_steps, stage.name
-        trained_on = json.loads((tmp_path / "run" / stage.name / "final" / "trained_on.json").read_text())
+        trained_on = json.loads(
+            (tmp_path / "run" / stage.name / "final" / "trained_on.json").read_text()
+        )
         assert {d["content_hash"] for d in trained_on["datasets"]} <= set(hashes.values())
         if stage.type == "grpo":
             assert "eval_reward_mean" in log[0] and "signal_groups" in log[-1]
