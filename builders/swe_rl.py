@@ -133,6 +133,7 @@ def toy_profile(workdir: Path, split: str = "pool") -> tuple[list[str], dict[str
     shared = {k: v for k, v in params.items() if k in DEFAULTS}
     return swe_sources(workdir, split), {
         **shared,
+        "temperature": 1.0,  # pass rates measured as the policy samples, not as the teacher
         "localizer": strong.name,
         "tokenizer": str(strong.path),
         "max_prompt_tokens": 600,
