@@ -18,6 +18,7 @@ import json
 import time
 from pathlib import Path
 
+from builders.toy_judge import serve_toy_judge
 from training.runner import load_manifest, run_cascade
 from training.step_log import read_log
 
@@ -83,9 +84,10 @@ def main() -> None:
     timings = {}
     for control in (None, "shuffled-rewards"):
         start = time.perf_counter()
-        run_cascade(
-            manifest, resume=True, lake_path=args.lake, show_progress=False, control=control
-        )
+        with serve_toy_judge():  # SWE RL's judge (`builders.toy_judge`)
+            run_cascade(
+                manifest, resume=True, lake_path=args.lake, show_progress=False, control=control
+            )
         timings[control or "cascade"] = round(time.perf_counter() - start)
     print(table(run_dir, rl))
     print(f"\nwall seconds (this run, finished stages skipped): {json.dumps(timings)}")

@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from builders.toy_cascade import TOY_BUILDS, build_toy_lake
+from builders.toy_judge import serve_toy_judge
 from lake.catalog import Lake
 from training.pinning import pin_manifest
 from training.runner import load_manifest, run_cascade
@@ -68,7 +69,8 @@ def test_every_stage_of_the_toy_cascade_runs_on_data_its_recipe_built(tmp_path: 
     assert set(hashes.values()) <= {r.manifest.output.content_hash for r in reports.values()}
 
     manifest = short(pinned, tmp_path)
-    finals = run_cascade(manifest, lake_path=lake_path, show_progress=False, say=lambda _: None)
+    with serve_toy_judge():  # swe_rl_2's swe_patch_judge reward asks it
+        finals = run_cascade(manifest, lake_path=lake_path, show_progress=False, say=lambda _: None)
     names = [s.name for s in load_manifest(manifest).stages]
     assert [f.parent.name for f in finals] == names
     for stage in load_manifest(manifest).stages:
