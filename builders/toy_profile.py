@@ -157,8 +157,9 @@ DOMAIN_SPECS: dict[str, dict[str, ToyModelSpec]] = {
     },
     "swe": {
         "weak": ToyModelSpec(128, 2, 250, batch=8, max_seq_len=640, max_positions=1024, vocab=500),
+        # below ~400 steps its repairs do not apply (a quick build's repair set came out empty)
         "strong": ToyModelSpec(
-            128, 2, 800, batch=8, max_seq_len=640, max_positions=1024, vocab=500
+            128, 2, 800, batch=8, max_seq_len=640, max_positions=1024, vocab=500, quick_floor=400
         ),
     },
 }
@@ -190,7 +191,10 @@ def scaled_specs(root: Path, specs: dict[str, ToyModelSpec]) -> dict[str, ToyMod
     if not path.is_file():
         return specs
     scale = float(json.loads(path.read_text())["scale"])
-    return {name: replace(s, steps=max(10, round(s.steps * scale))) for name, s in specs.items()}
+    return {
+        name: replace(s, steps=max(s.quick_floor, round(s.steps * scale)))
+        for name, s in specs.items()
+    }
 
 
 def teacher_chats(root: Path, domain: str) -> list[dict]:

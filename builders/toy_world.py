@@ -196,6 +196,7 @@ class ToyModelSpec:
     max_seq_len: int = 128  # packed SFT sequence length
     max_positions: int = 256
     vocab: int = 300  # in-process BPE trained on the model's own SFT chats
+    quick_floor: int = 10  # the fewest steps a shortened (smoke-run) training keeps
 
 
 WEAK = ToyModelSpec(hidden_size=96, layers=2, steps=150)
