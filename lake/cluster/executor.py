@@ -91,7 +91,7 @@ class StageRecord:
 @dataclass
 class RayExecutor:
     """Runs recipe steps on a Ray cluster (`address`: `host:port`, `auto`, or None to start
-    a local one in this process); see the module docstring for what runs where."""
+    a local one in this process); see `lake.cluster` for what runs where."""
 
     address: str | None = None
     plans: Mapping[Callable[..., StepResult], TablePlan] = field(default_factory=dict)
@@ -235,7 +235,7 @@ class RayExecutor:
         (`run_blocks`), the accounting is checked on hash partitions of the keys, and the
         workers write the kept rows and every step's drops as data files cut as the lake's
         own writer cuts them. The driver holds counts, stats and object references (see
-        "Driver memory" in the module docstring)."""
+        "Driver memory" in `lake.cluster`'s docstring)."""
         self.connect()
         with self.stage("input", "read on the workers"):
             table = self.read_version(lake, source)
