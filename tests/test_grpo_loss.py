@@ -211,9 +211,10 @@ def test_update_reports_the_rollout_logprob_gap_and_kl() -> None:
     """With the rollout's own log-probs recorded, the gap is ~0; a reference equal to the
     policy gives KL 0."""
     from training.distributed import init_distributed
-    from training.grpo import pack_episodes, packed_logits, update
+    from training.grpo import update
     from training.models import build_model
     from training.objectives import GRPOObjective
+    from training.packed_episodes import pack_episodes, packed_logits
     from training.rollout import sampling_logprobs
 
     init_distributed()
@@ -234,9 +235,9 @@ def test_update_reports_the_rollout_logprob_gap_and_kl() -> None:
 
 
 def test_mopd_teacher_log_probs_come_from_each_episodes_domain_teacher() -> None:
-    from training.grpo import pack_episodes, packed_logits
     from training.models import build_model
     from training.objectives import teacher_logprobs
+    from training.packed_episodes import pack_episodes, packed_logits
     from training.rollout import sampling_logprobs
 
     teachers = {

@@ -37,7 +37,7 @@ from training.datasets import load
 from training.distributed import grad_norm
 from training.episode import Episode, has_signal
 from training.objectives import MicroBatch, Objective, objective_for
-from training.packed_episodes import PackedEpisodes, pack_episodes, packed_logits
+from training.packed_episodes import pack_episodes, packed_logits
 from training.rewards import RewardPool
 from training.rl_data import Prompt, PromptStream, load_prompts, rollout_seed, thinking_mode
 from training.rollout import (
@@ -59,8 +59,6 @@ from training.stage import (
 )
 from training.step_log import StepLog
 from training.stopping import LengthCurriculum, NoLearningSignal, max_steps_reason
-
-__all__ = ["PackedEpisodes", "pack_episodes", "packed_logits", "run_rl_stage"]
 
 
 def run_rl_stage(ctx: StageContext) -> StageResult:
