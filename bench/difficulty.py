@@ -45,7 +45,7 @@ def main() -> None:
     from builders.toy_world import toy_problems, train_toy_models
     from curation.difficulty import measure_pass_rates
     from curation.generate.samples import Sampler
-    from curation.text import prompt_ids
+    from curation.prompt_ids import prompt_ids
     from curation.verify import math_reward
     from lake.catalog import Lake
 

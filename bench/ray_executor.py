@@ -48,7 +48,8 @@ from curation.cluster_plans import CLUSTER_PLANS  # noqa: E402
 from curation.decontaminate import decontaminate  # noqa: E402
 from curation.dedup import exact_dedup, near_dedup  # noqa: E402
 from lake.catalog import Lake  # noqa: E402
-from lake.ray_executor import RayExecutor, _PeakRss  # noqa: E402
+from lake.cluster import RayExecutor  # noqa: E402
+from lake.cluster.memory import PeakRss  # noqa: E402
 from lake.steps import LocalExecutor, Step, run_steps  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,8 +90,8 @@ def whole_list(lake: Lake, plan: list[Step], ray: RayExecutor) -> dict:
     figures: dict = {"rows": lake.resolve("corpus").rows}
     for name in ("ray", "local"):
         executor = ray if name == "ray" else LocalExecutor()
-        base = _PeakRss().stop()
-        peak = _PeakRss()
+        base = PeakRss().stop()
+        peak = PeakRss()
         t0 = time.perf_counter()
         run = run_steps(lake, "corpus", plan, out=name, producer="bench", executor=executor)
         seconds = time.perf_counter() - t0
@@ -167,7 +168,7 @@ def main() -> None:
         for _ in range(args.repeat):
             for name in ("local", "ray"):
                 ray.stages.clear()
-                peak = _PeakRss() if name == "local" else None
+                peak = PeakRss() if name == "local" else None
                 t0 = time.perf_counter()
                 out = (local if name == "local" else ray).run(step, rows_in)
                 times[name].append(time.perf_counter() - t0)

@@ -22,7 +22,7 @@ from builders.publish.report import write_report
 from curation.benchmarks import load_benchmarks
 from curation.ingest import ingest
 from lake.catalog import Lake
-from lake.files import code_version
+from lake.provenance import code_version
 from lake.steps import Executor, Step, run_steps
 from schemas.dataset_manifest import (
     BenchmarkUsed,

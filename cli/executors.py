@@ -1,6 +1,6 @@
 """Which executor a command runs its steps on: `--executor local|ray [--ray-address ADDR]`.
 
-`executor_from_options("ray", address)` builds a `lake.ray_executor.RayExecutor` with
+`executor_from_options("ray", address)` builds a `lake.cluster.RayExecutor` with
 `curation.cluster_plans.CLUSTER_PLANS` (the operators' distributed plans, each next to its
 operator in `curation/*/on_cluster.py`); `executor_session` holds it for the length of a
 command. Ray is imported only when `--executor ray` is asked for.
@@ -16,7 +16,7 @@ import typer
 
 from cli.console import CascadeError
 from curation.cluster_plans import CLUSTER_PLANS
-from lake.ray_executor import ClusterError, RayExecutor
+from lake.cluster import ClusterError, RayExecutor
 from lake.steps import Executor, LocalExecutor
 
 EXECUTORS = ("local", "ray")
@@ -38,7 +38,7 @@ def executor_from_options(name: str = "local", address: str | None = None) -> Ex
     """The executor for `--executor NAME [--ray-address ADDR]` (ADDR: `host:port` of a running
     cluster's head, `auto`, or none to start Ray inside this process). The Ray executor's
     block size and shuffle partitions come from `CASCADE_RAY_BLOCK_ROWS` and
-    `CASCADE_RAY_PARTITIONS` when set (see "Scale-out" in lake/ray_executor.py)."""
+    `CASCADE_RAY_PARTITIONS` when set (see "Scale-out" in lake/cluster/__init__.py)."""
     if name == "local":
         if address:
             raise CascadeError("--ray-address needs --executor ray")

@@ -1,5 +1,5 @@
 """Which operators have a cluster plan: `CLUSTER_PLANS` maps an operator to the plan
-`lake.ray_executor.RayExecutor` runs for it (`RayExecutor(plans=CLUSTER_PLANS)`).
+`lake.cluster.RayExecutor` runs for it (`RayExecutor(plans=CLUSTER_PLANS)`).
 
 An operator without a plan runs on the cluster as a batch map when its step is row-local,
 else on the driver. The plans live next to their operators (`curation/*/on_cluster.py`);
@@ -18,7 +18,7 @@ from curation.dedup.on_cluster import exact_dedup_on_cluster, near_dedup_on_clus
 from curation.difficulty import majority_answer_check, measure_pass_rates
 from curation.generate.on_cluster import sampling_on_cluster
 from curation.generate.samples import sample_responses
-from lake.ray_executor import TablePlan
+from lake.cluster import TablePlan
 from lake.steps import StepResult
 
 CLUSTER_PLANS: Mapping[Callable[..., StepResult], TablePlan] = {

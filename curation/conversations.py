@@ -391,7 +391,7 @@ def single_turn_prompts(df: pl.DataFrame, *, column: str = "problem") -> StepRes
     content}, as Tulu-3-SFT's `messages`) becomes its one user turn; plain text is kept as it
     is. Dropped: `multi_turn` (more than one user turn, with `user_turns`), `no_user_turn`.
     `id` is recomputed from the prompt."""
-    from curation.text import prompt_ids
+    from curation.prompt_ids import prompt_ids
 
     texts: list[str | None] = []
     reasons: list[str | None] = []

@@ -41,7 +41,7 @@ from typing import Any
 import polars as pl
 import pyarrow as pa
 
-from curation.text import prompt_ids
+from curation.prompt_ids import prompt_ids
 from lake.catalog import EmptyCommitError, Lake, LakeError, TableRef, VersionInfo
 from lake.steps import Rows, StepRun, run_steps
 from schemas.tables import DOMAINS

@@ -14,7 +14,7 @@ _EXPORTS = {
     "LakeError": "catalog",
     "TableRef": "catalog",
     "VersionInfo": "catalog",
-    "code_version": "files",
+    "code_version": "provenance",
     "file_sha256": "files",
     "json_lines": "files",
     "Step": "steps",

@@ -72,8 +72,8 @@ import pyarrow as pa
 import schemas.difficulty  # noqa: F401  (registers the difficulty table kind)
 import schemas.generation  # noqa: F401  (registers the generations table kind)
 import schemas.preferences  # noqa: F401  (registers the preference_pairs table kind)
-from lake.files import code_version
 from lake.leases import LEASE_DIR, WriteLease, dead_writers, file_writer, live_writers
+from lake.provenance import code_version
 from lake.storage import (
     ROWS_PER_FILE,
     DataFiles,

@@ -5,7 +5,7 @@ teacher's calls back out of its reply), so both agree on one format:
 
 - the available tools: their JSON schemas, one per line inside `<tools>...</tools>`, after a
   short instruction, at the end of the system prompt (`tools_block`);
-- a call: `<tool_call>\\n{"name": ..., "arguments": {...}}\\n</tool_call>` (`tool_call_text`),
+- a call: `<tool_call>\\n{"name": ..., "arguments": {...}}\\n</tool_call>` (`ToolCall.text`),
   several calls one block each, after the turn's text;
 - a tool's result: `<tool_response>\\n...\\n</tool_response>` inside a user turn.
 

@@ -30,7 +30,7 @@ from builders.demo_corpus import (
 )
 from curation.filters import answer_parse_error, filter_math_rl_prompts
 from curation.ingest import read_chunks, to_prompts
-from curation.text import prompt_ids
+from curation.prompt_ids import prompt_ids
 
 FIELDS = ["id", "problem", "answer", "demo_case", "demo_of", "demo_edit"]
 

@@ -42,7 +42,7 @@ def by_text(counts: list[int]):
 
 
 def prompts(n: int = len(WEAK)) -> pl.DataFrame:
-    from curation.text import prompt_ids
+    from curation.prompt_ids import prompt_ids
 
     texts = [problem(i) for i in range(n)]
     return pl.DataFrame(

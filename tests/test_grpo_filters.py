@@ -18,6 +18,7 @@ from training.chat_template import Message
 from training.distributed import init_distributed
 from training.grpo import StepTimer, collect_batch
 from training.models import train_bpe_tokenizer
+from training.objectives import GRPOObjective
 from training.rewards import RewardPool, StageRewards
 from training.rl_data import EpochFilter, Prompt, PromptStream, thinking_mode
 from training.rollout import Rollout, SamplingParams
@@ -109,7 +110,10 @@ def run_collect(stage, engine, prompt_list, tokenizer, seed=0):
     pool = RewardPool(StageRewards(stage, override=reward_by_kind(tokenizer)), workers=2)
     sampling = SamplingParams(max_new_tokens=4, temperature=1.0, stop_token_ids=(STOP,))
     try:
-        return collect_batch(stream, engine, sampling, tokenizer, stage, pool, StepTimer()), stream
+        objective = GRPOObjective(stage, pool=pool)
+        return collect_batch(
+            stream, engine, sampling, tokenizer, stage, objective, StepTimer()
+        ), stream
     finally:
         pool.close()
 
@@ -186,7 +190,9 @@ def test_rewards_are_scored_while_generation_goes_on(tokenizer) -> None:
     sampling = SamplingParams(max_new_tokens=4, temperature=1.0, stop_token_ids=(STOP,))
     stream = PromptStream(prompts(["mixed"] * 4), seed=0)
     timer = StepTimer()
-    collect_batch(stream, engine, sampling, tokenizer, stage, pool, timer)
+    collect_batch(
+        stream, engine, sampling, tokenizer, stage, GRPOObjective(stage, pool=pool), timer
+    )
     pool.close()
     assert len(started) == 4 and min(started) < engine.last_yield - 0.02
     assert timer.seconds["reward_wait_s"] < timer.seconds["rollout_s"]

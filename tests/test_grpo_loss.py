@@ -190,12 +190,13 @@ def test_update_gradient_equals_the_formula(level: str, micro: int) -> None:
     from training.distributed import init_distributed
     from training.grpo import update
     from training.models import build_model
+    from training.objectives import GRPOObjective
 
     init_distributed()
     model = build_model("tiny-random:qwen2", None, 64, "sdpa", seed=0).train()
     episodes = make_episodes()
     stage = grpo_stage(loss_level=level, batch={"micro_batch_size": micro})
-    update(AutogradEngine(model), episodes, stage, None, {}, torch.device("cpu"))
+    update(AutogradEngine(model), episodes, stage, GRPOObjective(stage), torch.device("cpu"))
     packed = {n: p.grad.clone() for n, p in model.named_parameters()}
     model.zero_grad()
     naive_loss(model, episodes, stage.temperature, level).backward()
@@ -213,8 +214,10 @@ def test_update_reports_the_rollout_logprob_gap_and_kl() -> None:
     """With the rollout's own log-probs recorded, the gap is ~0; a reference equal to the
     policy gives KL 0."""
     from training.distributed import init_distributed
-    from training.grpo import pack_episodes, packed_logits, update
+    from training.grpo import update
     from training.models import build_model
+    from training.objectives import GRPOObjective
+    from training.packed_episodes import pack_episodes, packed_logits
     from training.rollout import sampling_logprobs
 
     init_distributed()
@@ -228,14 +231,16 @@ def test_update_reports_the_rollout_logprob_gap_and_kl() -> None:
             e.rollout_logprobs = lp.tolist()
     reference = build_model("tiny-random:qwen2", None, 64, "sdpa", seed=0).eval()
     stage = grpo_stage(kl_coef=0.05)
-    stats = update(AutogradEngine(model), episodes, stage, reference, {}, torch.device("cpu"))
+    objective = GRPOObjective(stage, reference=reference)
+    stats = update(AutogradEngine(model), episodes, stage, objective, torch.device("cpu"))
     assert stats["logprob_gap"] < 1e-5
     assert stats["kl"] == pytest.approx(0.0, abs=1e-6)
 
 
 def test_mopd_teacher_log_probs_come_from_each_episodes_domain_teacher() -> None:
-    from training.grpo import pack_episodes, packed_logits, teacher_logprobs
     from training.models import build_model
+    from training.objectives import teacher_logprobs
+    from training.packed_episodes import pack_episodes, packed_logits
     from training.rollout import sampling_logprobs
 
     teachers = {

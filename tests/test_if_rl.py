@@ -12,7 +12,7 @@ import pytest
 from builders import if_rl
 from builders.runner import Build, recipe_steps
 from curation.instructions import attach_instructions, compliant_response, conflicting_pairs
-from curation.text import prompt_ids
+from curation.prompt_ids import prompt_ids
 from curation.verify.ifeval import ifeval_reward, verify_ifeval
 from curation.verify.rewards import REWARDS
 from lake.catalog import Lake

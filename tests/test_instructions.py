@@ -20,7 +20,7 @@ from curation.instructions import (
     draw_instruction_set,
     kwargs_conflict,
 )
-from curation.text import prompt_ids
+from curation.prompt_ids import prompt_ids
 from curation.verify.ifeval import CHECKERS, check_instruction, verify_ifeval
 
 SEEDS = 400

@@ -319,7 +319,7 @@ def test_steps_on_the_cluster_read_and_write_the_bucket_and_match_a_local_run(re
     driver commits them. The output and its drops are the local executor's."""
     from curation.cluster_plans import CLUSTER_PLANS
     from curation.dedup import exact_dedup, near_dedup
-    from lake.ray_executor import RayExecutor
+    from lake.cluster import RayExecutor
     from lake.steps import Step, run_steps
 
     lake, s3 = remote

@@ -23,7 +23,8 @@ from typer.testing import CliRunner
 
 from cli.main import command_app
 from lake.catalog import Lake
-from lake.ray_executor import ClusterBackend, RayExecutor
+from lake.cluster import RayExecutor
+from lake.cluster.generation import ClusterBackend
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"

@@ -43,7 +43,7 @@ from curation.decontaminate import BenchmarkIndex, decontaminate
 from curation.decontaminate.scan import decontamination_scope
 from curation.dedup import exact_dedup, near_dedup
 from lake.catalog import Lake
-from lake.ray_executor import RayExecutor
+from lake.cluster import RayExecutor
 from lake.steps import LocalExecutor, Step, StepResult, run_steps
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -353,7 +353,7 @@ GENERATE = textwrap.dedent(
     from curation.generate.plan import prompts_from_records
     from curation.generate.run import report_json
     from lake.catalog import Lake
-    from lake.ray_executor import RayExecutor
+    from lake.cluster import RayExecutor
 
     address, lake_dir, teacher, prompts = sys.argv[1:5]
     records = [json.loads(line) for line in open(prompts)]
@@ -500,7 +500,7 @@ def test_cluster_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPa
 
 
 def test_an_unreachable_cluster_is_one_sentence() -> None:
-    from lake.ray_executor import ClusterError
+    from lake.cluster import ClusterError
 
     executor = RayExecutor(address="127.0.0.1:1")
     with pytest.raises(ClusterError, match=r"cannot connect to Ray at 127\.0\.0\.1:1"):

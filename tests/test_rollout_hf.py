@@ -173,7 +173,7 @@ def test_length_caps_and_cache_reuse(model, prompts) -> None:
 
 def test_rollout_logprobs_equal_the_training_forward(model, prompts, stop_token) -> None:
     """The on-policy claim: what the engine recorded is what the update computes (packed)."""
-    from training.grpo import pack_episodes, packed_logits
+    from training.packed_episodes import pack_episodes, packed_logits
 
     sampling = SamplingParams(
         max_new_tokens=20, temperature=0.7, top_p=0.95, stop_token_ids=(stop_token,)

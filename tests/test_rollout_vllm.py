@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from training.rollout import RolloutRequest, SamplingParams, make_engine
+from training.rollout import RolloutRequest, SamplingParams, make_rollout_engine
 from training.rollout.vllm import rollout_from_output, sampling_kwargs
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
@@ -62,7 +62,7 @@ def test_missing_vllm_is_one_clear_error() -> None:
     import torch
 
     with pytest.raises(ImportError, match="optional vllm package"):
-        make_engine("vllm", torch.nn.Linear(1, 1), batch_size=1, model_dir="/nonexistent")
+        make_rollout_engine("vllm", torch.nn.Linear(1, 1), batch_size=1, model_dir="/nonexistent")
 
 
 @pytest.mark.skipif(not HAS_VLLM, reason="vllm is not installed (optional extra, GPU only)")
@@ -76,7 +76,7 @@ def test_vllm_engine_greedy_matches_hf_engine(tmp_path) -> None:  # pragma: no c
     model = build_model("tiny-random:qwen2", None, len(tokenizer), "sdpa", seed=0)
     model.save_pretrained(tmp_path)
     tokenizer.save_pretrained(tmp_path)
-    engine = make_engine("vllm", model, batch_size=4, model_dir=str(tmp_path))
+    engine = make_rollout_engine("vllm", model, batch_size=4, model_dir=str(tmp_path))
     hf = HfEngine.from_policy(model.cuda(), batch_size=4)
     hf.load_weights(model.named_parameters())
     sampling = SamplingParams(max_new_tokens=8, temperature=0, stop_token_ids=(1,))

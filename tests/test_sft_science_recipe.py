@@ -13,8 +13,8 @@ import pytest
 
 from builders import sft_science_s1, sft_science_s2
 from builders.runner import Build, build_dataset
+from curation.prompt_ids import prompt_ids
 from curation.science import option_walkthrough, options_discussed
-from curation.text import prompt_ids
 from lake.catalog import Lake
 from lake.steps import run_steps
 from schemas.training_manifest import DatasetRef

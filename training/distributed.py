@@ -82,7 +82,7 @@ def lr_lambda(opt: OptimizerSpec, total_steps: int) -> Callable[[int], float]:
     return factor
 
 
-def make_engine(
+def make_deepspeed_engine(
     model: torch.nn.Module,
     opt: OptimizerSpec,
     spec: DeepSpeedSpec,

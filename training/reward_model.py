@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,29 +32,27 @@ from schemas.training_manifest import RewardModelStage
 from training import checkpoint as ckpt
 from training.chat_template import Message, render_text
 from training.datasets import LoadedDataset, load
-from training.distributed import (
-    all_sum,
-    enable_gradient_checkpointing,
-    grad_norm,
-    init_distributed,
-    make_engine,
-    optimizer_step,
-)
-from training.models import TINY_DEFAULTS, is_local_model, pick_attn_implementation
+from training.distributed import all_sum, grad_norm, optimizer_step
+from training.models import TINY_DEFAULTS, is_local_model
 from training.pair_data import PairStream, TokenizedPair, load_pairs, stage_pairs
-from training.stage import StageContext, StageResult
+from training.stage import (
+    StageContext,
+    StageResult,
+    resume_stage,
+    stage_engine,
+    start_stage,
+    step_delay,
+)
 from training.step_log import StepLog
 
-STEP_DELAY_ENV = "CASCADE_TRAIN_STEP_DELAY_S"  # tests: slow steps so a kill lands mid-run
 EVAL_FILE = "eval.json"
 
 
 def run_reward_model_stage(ctx: StageContext) -> StageResult:
     """Train one reward model to its final directory; resume from the last checkpoint."""
     stage: RewardModelStage = ctx.stage  # type: ignore[assignment]
-    rank, world, device = init_distributed()
-    ctx.stage_dir.mkdir(parents=True, exist_ok=True)
-    ckpt.refuse_to_overwrite(ctx.checkpoint_dir, stage.name, ctx.resume)
+    setup = start_stage(ctx)
+    rank, world, device, attn, bf16 = setup.rank, setup.world, setup.device, setup.attn, setup.bf16
 
     # --- data, tokenizer, model, engine (hashes were checked by the runner) ------------------
     datasets = [load(v) for v in ctx.datasets]
@@ -63,19 +60,12 @@ def run_reward_model_stage(ctx: StageContext) -> StageResult:
     data = stage_pairs(stage, datasets, tokenizer)
     stream = PairStream(len(data.train), stage)
     total_steps = stream.total_steps()
-    attn = pick_attn_implementation(ctx.manifest.attn_implementation, device.type == "cuda")
-    bf16 = stage.deepspeed.bf16 and device.type == "cuda"
     model = reward_backbone(
         stage, backbone_source(ctx), len(tokenizer), tokenizer.pad_token_id, attn
     )
-    if stage.gradient_checkpointing:
-        enable_gradient_checkpointing(model)
-    model.config.use_cache = False
     accumulation = stage.batch.accumulation_for(world)
     micro = stage.batch.micro_batch_size
-    engine, scheduler = make_engine(
-        model, stage.optimizer, stage.deepspeed, micro, accumulation, total_steps, bf16
-    )
+    engine, scheduler = stage_engine(model, stage, world, total_steps, bf16)
     pad = tokenizer.pad_token_id
 
     # --- resume -------------------------------------------------------------------------------
@@ -84,8 +74,7 @@ def run_reward_model_stage(ctx: StageContext) -> StageResult:
         "train_pairs": len(data.train),
         "heldout_pairs": len(data.heldout),
     }
-    torch.manual_seed(stage.seed)
-    client = ckpt.resume(engine, ctx, fingerprint, rank)
+    client = resume_stage(engine, ctx, fingerprint, rank)
     start_step = client["step"] if client else 0
     record = ckpt.provenance(
         ctx,
@@ -101,7 +90,7 @@ def run_reward_model_stage(ctx: StageContext) -> StageResult:
     )
 
     # --- the loop: micro batches of pairs -> backward -> one step -> log -> checkpoint --------
-    delay = float(os.environ.get(STEP_DELAY_ENV, "0") or 0)
+    delay = step_delay()
     last_loss: float | None = None
     final_eval: dict | None = None
     started = time.perf_counter()

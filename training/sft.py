@@ -12,7 +12,6 @@ gradient.
 from __future__ import annotations
 
 import math
-import os
 import time
 
 import torch
@@ -22,22 +21,20 @@ from schemas.training_manifest import SFTStage
 from training import checkpoint as ckpt
 from training.chat_template import IGNORE_INDEX
 from training.datasets import load
-from training.distributed import (
-    all_sum,
-    enable_gradient_checkpointing,
-    grad_norm,
-    init_distributed,
-    make_engine,
-    optimizer_step,
-)
-from training.models import pick_attn_implementation
+from training.distributed import all_sum, grad_norm, optimizer_step
 from training.packing import Batch, collate, epoch_rows
 from training.sft_data import tokenize_stage, training_texts
-from training.stage import StageContext, StageResult, stage_model, stage_tokenizer
+from training.stage import (
+    StageContext,
+    StageResult,
+    resume_stage,
+    stage_engine,
+    stage_model,
+    stage_tokenizer,
+    start_stage,
+    step_delay,
+)
 from training.step_log import StepLog
-
-STEP_DELAY_ENV = "CASCADE_TRAIN_STEP_DELAY_S"  # tests: slow steps so a kill lands mid-run
-
 
 # ---------------------------------------------------------------- data stream ----------------
 
@@ -148,9 +145,8 @@ def check_packing_isolation(
 def run_sft_stage(ctx: StageContext) -> StageResult:
     """Train one SFT stage to its final model directory; resume from the last checkpoint."""
     stage: SFTStage = ctx.stage  # type: ignore[assignment]
-    rank, world, device = init_distributed()
-    ctx.stage_dir.mkdir(parents=True, exist_ok=True)
-    ckpt.refuse_to_overwrite(ctx.checkpoint_dir, stage.name, ctx.resume)
+    setup = start_stage(ctx)
+    rank, world, device, bf16 = setup.rank, setup.world, setup.device, setup.bf16
 
     # --- data, tokenizer, model, engine (hashes were checked by the runner) ------------------
     datasets = [load(v) for v in ctx.datasets]
@@ -160,9 +156,8 @@ def run_sft_stage(ctx: StageContext) -> StageResult:
         raise ValueError(f"stage {stage.name!r}: no sample fits max_seq_len {stage.max_seq_len}")
     stream = DataStream([len(s.input_ids) for s in data.samples], stage)
     total_steps = stream.total_steps()
-    attn = pick_attn_implementation(ctx.manifest.attn_implementation, device.type == "cuda")
-    bf16 = stage.deepspeed.bf16 and device.type == "cuda"
-    engine, scheduler = sft_engine(ctx, len(tokenizer), attn, world, total_steps, bf16)
+    model = stage_model(ctx, len(tokenizer), setup.attn)
+    engine, scheduler = stage_engine(model, stage, world, total_steps, bf16)
     if stage.packing:
         check_packing_isolation(engine, device, len(tokenizer), atol=0.1 if bf16 else 1e-3)
 
@@ -172,8 +167,7 @@ def run_sft_stage(ctx: StageContext) -> StageResult:
         "samples": len(data.samples),
         "sample_tokens": sum(stream.lengths),
     }
-    torch.manual_seed(stage.seed)
-    client = ckpt.resume(engine, ctx, fingerprint, rank)
+    client = resume_stage(engine, ctx, fingerprint, rank)
     start_step = client["step"] if client else 0
     record = ckpt.provenance(
         ctx,
@@ -183,13 +177,13 @@ def run_sft_stage(ctx: StageContext) -> StageResult:
         dropped_no_target=data.dropped_no_target,
         world_size=world,
         bf16=bf16,
-        attn_implementation=attn,
+        attn_implementation=setup.attn,
     )
 
     # --- the loop: micro batches -> backward -> one step -> log -> checkpoint ----------------
     accumulation = stage.batch.accumulation_for(world)
     micro = stage.batch.micro_batch_size
-    delay = float(os.environ.get(STEP_DELAY_ENV, "0") or 0)
+    delay = step_delay()
     last_loss: float | None = None
     started = time.perf_counter()
     with StepLog(
@@ -238,24 +232,3 @@ def run_sft_stage(ctx: StageContext) -> StageResult:
     ckpt.save_final(engine, tokenizer, ctx.final_dir, record, rank, stage.deepspeed.zero_stage)
     engine.destroy()
     return StageResult(ctx.final_dir, total_steps, last_loss)
-
-
-def sft_engine(
-    ctx: StageContext, vocab: int, attn: str, world: int, total_steps: int, bf16: bool
-) -> tuple[object, torch.optim.lr_scheduler.LambdaLR]:
-    """The stage's starting model (activation checkpointing as asked) in a DeepSpeed engine."""
-    stage: SFTStage = ctx.stage  # type: ignore[assignment]
-    model = stage_model(ctx, vocab, attn)
-    if stage.gradient_checkpointing:
-        enable_gradient_checkpointing(model)
-    model.config.use_cache = False
-    accumulation = stage.batch.accumulation_for(world)
-    return make_engine(
-        model,
-        stage.optimizer,
-        stage.deepspeed,
-        stage.batch.micro_batch_size,
-        accumulation,
-        total_steps,
-        bf16,
-    )

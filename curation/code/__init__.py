@@ -14,5 +14,11 @@ measurements kept as columns so thresholds can be re-tuned in SQL:
 - `release_cutoff`: `drop_after_cutoff`, the competitive-coding release-date rule.
 - `correctness`: `filter_by_correctness`, traces whose code passes the problem's tests; the
   longer traces for problems without tests.
-- `sampling`: `sample_responses`, k teacher responses per row as a recipe step.
+- `checkable`: `filter_checkable_by_tests`, the Code RL prompt filter (problems a
+  test-running reward can check).
+- `benchmark_tests`: `load_code_benchmarks`, code benchmark items with their tests, for
+  behaviour decontamination.
+- `fields`: `lift_fields`, a field lifted from the JSON `metadata` column into a column.
+
+Teacher responses per row (`sample_responses`) come from `curation.generate.samples`.
 """

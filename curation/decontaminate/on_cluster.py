@@ -20,15 +20,9 @@ from curation.decontaminate.index import BenchmarkIndex
 from curation.decontaminate.rules import ContaminationRule, measure_rows, rule_named, stock_grams
 from curation.decontaminate.scan import decontaminate, decontamination_result, scan_chunk
 from curation.sorted_sets import sorted_unique
-from lake.ray_executor import (
-    BlockResult,
-    Blocks,
-    RayExecutor,
-    as_frame,
-    block_outputs,
-    operator_params,
-    worker_object,
-)
+from lake.cluster import RayExecutor
+from lake.cluster.blocks import BlockResult, Blocks, as_frame, block_outputs
+from lake.cluster.executor import operator_params, worker_object
 from lake.steps import Step
 
 

@@ -39,23 +39,20 @@ from curation.dedup.near import (
 )
 from curation.dedup.normalize import mix64, shingle_text
 from curation.sorted_sets import sorted_unique
-from lake.ray_executor import (
-    BlockResult,
-    Blocks,
-    RayExecutor,
-    as_frame,
+from lake.cluster import RayExecutor
+from lake.cluster.blocks import BlockResult, Blocks, as_frame, block_outputs
+from lake.cluster.components import connected_components
+from lake.cluster.executor import operator_params
+from lake.cluster.partitions import (
+    Columns,
     as_returns,
-    block_outputs,
     concat_columns,
     cut_frame,
-    operator_params,
     split_by_block,
     split_columns,
 )
+from lake.cluster.shuffle import lookup
 from lake.steps import Step, StepResult
-
-Columns = dict[str, np.ndarray]
-
 
 # -- exact dedup -----------------------------------------------------------------------------
 
@@ -308,7 +305,7 @@ def near_dedup_on_cluster(ex: RayExecutor, step: Step, table: Blocks) -> BlockRe
         verified_links = [s[1] for s in second]
         verified = np.array(ex.get([s[2] for s in second])).sum(axis=0)
     with ex.stage(step.name, "connected components (min-label propagation)"):
-        labels = ex.connected_components(verified_edges, p)
+        labels = connected_components(ex, verified_edges, p)
         flags = [ex.call(_endpoint_flags, p, e, p) for e in verified_edges]
         vertices = [
             ex.remote(_vertex_table).remote(labels[q], *[f[q] for f in flags]) for q in range(p)
@@ -560,10 +557,12 @@ def _attach_answerless(
     exactly one answered cluster joins it. Returns the remap per label partition."""
     answered = [ex.call(_label_answers, p, v, p) for v in vertices]
     comp_answered = [ex.remote(_any_answer).remote(*[a[t] for a in answered]) for t in range(p)]
-    with_a = ex.lookup(links, "a", vertices, "vertex", {"label_a": ("label", -1)})
-    with_b = ex.lookup(with_a, "b", vertices, "vertex", {"label_b": ("label", -1)})
+    with_a = lookup(ex, links, "a", vertices, "vertex", {"label_a": ("label", -1)})
+    with_b = lookup(ex, with_a, "b", vertices, "vertex", {"label_b": ("label", -1)})
     fixed = [ex.remote(_own_label_if_absent).remote(part) for part in with_b]
-    checked = ex.lookup(fixed, "label_a", comp_answered, "label", {"answered": ("answered", False)})
+    checked = lookup(
+        ex, fixed, "label_a", comp_answered, "label", {"answered": ("answered", False)}
+    )
     results = [ex.remote(_single_targets).remote(part) for part in checked]
     counts = np.array(ex.get([ex.remote(_remap_counts).remote(r) for r in results])).sum(axis=0)
     return results, int(counts[0]), int(counts[1])

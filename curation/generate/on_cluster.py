@@ -15,7 +15,9 @@ from collections.abc import Callable
 from typing import Any
 
 from curation.generate.backends import make_backend
-from lake.ray_executor import BlockResult, Blocks, RayExecutor
+from lake.cluster import RayExecutor
+from lake.cluster.blocks import BlockResult, Blocks
+from lake.cluster.generation import generation_backend
 from lake.steps import Executor, Step
 
 
@@ -27,7 +29,8 @@ def generation_backend_factory(
     builds its engine in this process)."""
     if not isinstance(executor, RayExecutor):
         return None
-    return executor.generation_backend(
+    return generation_backend(
+        executor,
         functools.partial(make_backend, backend, **options),
         name=backend,
         gpus_per_worker=gpus_per_worker,
@@ -49,4 +52,4 @@ def factory(ex: RayExecutor, step: Step) -> Callable[[str], Any]:
     engine_factory = step.params.get("backend_factory") or functools.partial(
         make_backend, sampler.backend, **(sampler.backend_options or {})
     )
-    return ex.generation_backend(engine_factory, name=sampler.backend)
+    return generation_backend(ex, engine_factory, name=sampler.backend)

@@ -17,7 +17,7 @@ import polars as pl
 import xxhash
 
 from curation.generate.backend import GenerationRequest, Mode, Sampling
-from curation.text import prompt_ids
+from curation.prompt_ids import prompt_ids
 
 ModeSwitch = Literal["model", "template", "flag"]
 MODE_SWITCHES: tuple[str, ...] = ("model", "template", "flag")

@@ -23,7 +23,7 @@ from curation.generate.backend import Backend
 from curation.generate.samples import Sampler
 from curation.instructions.iftrain import IFTRAIN
 from curation.instructions.taxonomy import IFEVAL, InstructionType, Taxonomy, WordDraw
-from curation.text import prompt_ids
+from curation.prompt_ids import prompt_ids
 from lake import Lake, StepResult
 
 REPEAT = "combination:repeat_prompt"

@@ -28,7 +28,7 @@ import polars as pl
 
 from curation.preferences.contexts import ContextError, context_messages, context_text
 from curation.preferences.pairs import PairRow, drops_frame, json_object, pair_frame
-from curation.text import prompt_id_text
+from curation.prompt_ids import prompt_id_text
 from lake.steps import StepResult
 
 HELPSTEER2_ATTRIBUTES = ("helpfulness", "correctness", "coherence", "complexity", "verbosity")

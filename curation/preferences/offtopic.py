@@ -32,7 +32,7 @@ from curation.preferences.pairs import (
     json_object,
     pair_frame,
 )
-from curation.text import prompt_id_text, prompt_ids
+from curation.prompt_ids import prompt_id_text, prompt_ids
 from lake.catalog import Lake
 from lake.steps import StepResult
 

@@ -15,7 +15,7 @@ import polars as pl
 
 import schemas.preferences  # noqa: F401  (registers the preference_pairs table kind)
 from curation.preferences.contexts import context_text, messages_json
-from curation.text import prompt_ids
+from curation.prompt_ids import prompt_ids
 from lake.steps import StepResult
 from schemas.preferences import PREFERENCE_PAIRS
 

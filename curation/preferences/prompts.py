@@ -16,7 +16,7 @@ import xxhash
 
 from curation.preferences.contexts import ContextError, context_messages, context_text
 from curation.preferences.pairs import drops_frame, json_object
-from curation.text import prompt_ids
+from curation.prompt_ids import prompt_ids
 from lake.steps import StepResult
 
 LEFT_OUT_OF_METADATA = ("chosen", "rejected", "messages")

@@ -1,6 +1,6 @@
 """Rollout engines: sample responses from the current policy, with their log-probs.
 
-`make_engine(spec, ...)` builds the `hf` engine (transformers, CPU or GPU) or the optional
+`make_rollout_engine(kind, ...)` builds the `hf` engine (transformers, CPU or GPU) or the optional
 `vllm` engine (imported only when chosen).
 """
 
@@ -11,13 +11,13 @@ from training.rollout.engine import (
     SamplingParams,
     sampling_logprobs,
 )
-from training.rollout.engines import make_engine
+from training.rollout.engines import make_rollout_engine
 
 __all__ = [
     "Rollout",
     "RolloutEngine",
     "RolloutRequest",
     "SamplingParams",
-    "make_engine",
+    "make_rollout_engine",
     "sampling_logprobs",
 ]

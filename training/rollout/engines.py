@@ -7,7 +7,7 @@ import torch
 from training.rollout.engine import RolloutEngine
 
 
-def make_engine(
+def make_rollout_engine(
     kind: str,
     policy: torch.nn.Module,
     *,
