@@ -1,12 +1,13 @@
 # Two entry points that work on a fresh machine (Python >= 3.11, no GPU, no network but PyPI):
 #   make demo   set up .venv and build the math_rl_v2 dataset from the bundled demo corpus
 #   make toy    the toy world: train tiny models, build SFT and RL sets with real pass rates
+#   make toy-cascade  every stage of manifests/cascade_8b.json in miniature, on toy-world data
 #   make test   set up .venv, lint, and run the test suite
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo toy test
+.PHONY: setup demo toy toy-cascade test
 
 $(BIN)/cascade: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +30,15 @@ toy: setup
 	$(BIN)/cascade --lake toy-lake build dataset math_sft_s2 --profile toy --manifests toy-lake/manifests
 	$(BIN)/cascade --lake toy-lake build dataset math_rl_v2 --profile toy --set sft_datasets=math_sft --manifests toy-lake/manifests
 	$(BIN)/cascade --lake toy-lake sql "SELECT regexp_extract(model, '(weak|strong)') AS model, round(avg(pass_rate), 3) AS mean_pass_rate, count(*) AS prompts FROM difficulty GROUP BY ALL ORDER BY 2"
+
+# The datasets are built here, so their hashes are this machine's: the manifest is pinned to the
+# lake's recorded hashes first (training still recomputes every hash and refuses a mismatch).
+toy-cascade: setup
+	rm -rf toy-lake build/toy_cascade
+	$(BIN)/python -m builders.toy_cascade --lake toy-lake
+	$(BIN)/cascade --lake toy-lake manifest pin manifests/toy_cascade.json --out toy-lake/toy_cascade.json
+	# the toy judge (an OpenAI-compatible server on 127.0.0.1) stands in for SWE RL's Kimi-Dev judge
+	$(BIN)/python -m builders.toy_judge $(BIN)/cascade --lake toy-lake train --manifest toy-lake/toy_cascade.json --no-progress
 
 test: setup
 	$(BIN)/ruff check .

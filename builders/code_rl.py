@@ -14,6 +14,7 @@ or a model behind an OpenAI-compatible endpoint); `none` skips that side of the 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from builders import code_sft
@@ -91,3 +92,26 @@ def steps(params: dict[str, Any], build: Build) -> list[Step]:
             )
         )
     return recipe
+
+
+def toy_profile(workdir: Path, split: str = "rl") -> tuple[list[str], dict[str, Any]]:
+    """The toy world: tiny-function problems; the weak and strong toy coders measure them."""
+    from builders.code_sft import toy_profile as code_sft_toy
+    from builders.toy_profile import code_rows, toy_file, toy_models
+
+    _, params = code_sft_toy(workdir)
+    models = toy_models(workdir, "code")
+    shared = {k: v for k, v in params.items() if k in DEFAULTS}
+    return [toy_file(workdir, f"code_{split}", code_rows(split))], {
+        **shared,
+        "weak": models["weak"].sampler(k=8, max_new_tokens=96),
+        "strong": models["strong"].sampler(k=8, max_new_tokens=96),
+    }
+
+
+def toy_heldout_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
+    """The same recipe on toy problems no other split uses (the toy cascade's held-out set)."""
+    return toy_profile(workdir, "heldout")
+
+
+PROFILES = {"toy": toy_profile, "toy-heldout": toy_heldout_profile}

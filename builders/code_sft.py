@@ -223,3 +223,23 @@ def _benchmark_urls(params: dict[str, Any], build: Build) -> pl.DataFrame | str:
             raise BuildError(f"benchmark_url_file {path}: {exc.strerror}") from None
         urls = [u.strip() for u in lines if u.strip() and not u.startswith("#")]
     return benchmark_key_frame(Path(path).stem if path else "none", urls)
+
+
+def toy_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
+    """The toy world: tiny-function problems with tests, the strong toy coder as teacher, a
+    toy benchmark (with two SFT problems copied in) and its URL list for decontamination."""
+    from builders.toy_profile import code_benchmark_dir, code_rows, toy_file, toy_models
+
+    strong = toy_models(workdir, "code")["strong"]
+    bench = code_benchmark_dir(workdir)
+    return [toy_file(workdir, "code_sft", code_rows("sft"))], {
+        **strong.flat(k=4, max_new_tokens=96, temperature=0.6),
+        "benchmarks": [str(bench / "toy_code_bench.jsonl")],
+        "benchmark_dir": str(bench),
+        "behaviour_benchmark_files": ["toy_code_bench.jsonl"],
+        "benchmark_url_file": str(bench / "urls.txt"),
+        "generations_table": "code_sft_generations",
+    }
+
+
+PROFILES = {"toy": toy_profile}

@@ -129,28 +129,25 @@ def steps(params: dict[str, Any], build: Build) -> list[Step]:
     return recipe
 
 
-TOY_INSTRUCTIONS = [
-    "change_case:english_lowercase",
-    "keywords:existence",
-    "punctuation:no_comma",
-    "startend:end_checker",
-]
-"""IFEval types a tiny model can learn: lowercase, two keywords, no commas, an end phrase."""
+def toy_profile(workdir: Path, split: str = "rl") -> tuple[list[str], dict[str, Any]]:
+    """The toy world's short requests ("Compose a text on the otter.", `builders.toy_domains`)
+    with 1-2 easy constraints, no teacher or policy model; decontaminated against the held-out
+    requests (`--set sft_datasets=sft_general` keeps them disjoint from a toy SFT set too)."""
+    from builders.toy_domains import toy_instructions
+    from builders.toy_profile import if_sources
 
-
-def toy_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
-    """Tiny generated prompts ("Write a sentence about cats.") with 1-2 easy constraints, no
-    teacher or policy model; decontaminated against the toy IF eval prompts."""
-    from builders.toy_if import toy_if_files
-
-    toy = toy_if_files(workdir)
-    return [str(toy.rl_prompts)], {
-        "benchmarks": [str(toy.eval_file)],
+    return [if_sources(workdir, split)], {
+        "benchmarks": [if_sources(workdir, "heldout" if split != "heldout" else "rl")],
         "near_dup_threshold": 0.95,  # one template's prompts differ by a word or two only
         "sft_datasets": [],
         "instructions_per_prompt": [1, 2],
-        "instruction_ids": TOY_INSTRUCTIONS,
+        "instruction_ids": list(toy_instructions("ifeval")),
     }
 
 
-PROFILES = {"toy": toy_profile}
+def toy_heldout_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
+    """The same recipe on requests no other split uses (the toy cascade's held-out set)."""
+    return toy_profile(workdir, "heldout")
+
+
+PROFILES = {"toy": toy_profile, "toy-heldout": toy_heldout_profile}

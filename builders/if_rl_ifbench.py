@@ -45,20 +45,21 @@ def steps(params: dict[str, Any], build: Build) -> list[Step]:
     ]
 
 
-TOY_INSTRUCTIONS = [
-    "keywords:word_once",
-    "first_word:first_word_answer",
-    "punctuation:punctuation_dot",
-    "keywords:palindrome",
-]
-"""IF-RLVR types a tiny model can learn: a keyword once, a given first word, no dots, a
-palindrome."""
-
-
 def toy_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
-    """`if_rl`'s toy prompts with 1-2 easy IF-RLVR constraints, no teacher or policy model."""
-    sources, params = if_rl.toy_profile(workdir)
-    return sources, {**params, "instruction_ids": TOY_INSTRUCTIONS}
+    """The toy world's short requests of their own split with 1-2 easy IF-RLVR constraints,
+    no teacher or policy model."""
+    from builders.toy_domains import toy_instructions
+
+    sources, params = if_rl.toy_profile(workdir, "rl_ifbench")
+    return sources, {**params, "instruction_ids": list(toy_instructions("iftrain"))}
 
 
-PROFILES = {"toy": toy_profile}
+def toy_heldout_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
+    """The held-out requests with this recipe's constraints (the toy cascade's held-out set)."""
+    from builders.toy_domains import toy_instructions
+
+    sources, params = if_rl.toy_profile(workdir, "heldout")
+    return sources, {**params, "instruction_ids": list(toy_instructions("iftrain"))}
+
+
+PROFILES = {"toy": toy_profile, "toy-heldout": toy_heldout_profile}

@@ -152,4 +152,13 @@ def toy_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
     }
 
 
-PROFILES = {"demo": demo_profile, "toy": toy_profile}
+def toy_heldout_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
+    """The same recipe on toy prompts no other split uses (the toy cascade's held-out set)."""
+    from builders.toy_profile import toy_setup
+
+    sources, params = toy_profile(workdir)
+    toy = toy_setup(workdir)
+    return [str(toy.heldout_prompts)], {**params, "benchmarks": [str(toy.rl_prompts)]}
+
+
+PROFILES = {"demo": demo_profile, "toy": toy_profile, "toy-heldout": toy_heldout_profile}

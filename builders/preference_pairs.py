@@ -23,6 +23,7 @@ Output rows follow `schemas.preferences.PREFERENCE_PAIRS`.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from builders.runner import Build, BuildError
@@ -124,3 +125,40 @@ def human_pairs(params: dict[str, Any]) -> list[Step]:
         ),
         Step("rating_pairs", pairs_from_ratings, attribute, scope="rows", fan_out=True),
     ]
+
+
+def toy_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
+    """The toy world: HelpSteer3-shaped pairs, on-topic replies preferred to off-topic ones
+    (a tenth are ties), decontaminated against the RLHF stage's held-out requests."""
+    from builders.toy_profile import chat_sources
+
+    return [chat_sources(workdir, "helpsteer3")], {
+        "benchmarks": [chat_sources(workdir, "benchmark")]
+    }
+
+
+def toy_helpsteer2_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
+    """The toy world in HelpSteer2's shape: rated responses, two per request."""
+    from builders.toy_profile import chat_sources
+
+    return [chat_sources(workdir, "helpsteer2")], {
+        "format": "helpsteer2",
+        "mapping": {"problem": "prompt"},
+        "benchmarks": [chat_sources(workdir, "benchmark")],
+    }
+
+
+def toy_heldout_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
+    """Pairs of the held-out requests, for the RLHF stage's held-out prompts."""
+    from builders.toy_profile import chat_sources
+
+    return [chat_sources(workdir, "heldout")], {
+        "benchmarks": [chat_sources(workdir, "training_requests")]
+    }
+
+
+PROFILES = {
+    "toy": toy_profile,
+    "toy-helpsteer2": toy_helpsteer2_profile,
+    "toy-heldout": toy_heldout_profile,
+}

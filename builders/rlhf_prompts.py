@@ -22,6 +22,7 @@ from.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from builders.runner import Build
@@ -118,3 +119,28 @@ def steps(params: dict[str, Any], build: Build) -> list[Step]:
             Step("subsample", subsample, {"size": params["size"], "seed": params["seed"]})
         )
     return recipe
+
+
+TOY_PAIR_TABLES = ["helpsteer3_pairs", "helpsteer2_pairs", "rm_offtopic_pairs"]
+"""The toy lake's preference tables (built by `make toy-cascade` under these names)."""
+
+
+def toy_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
+    """The toy world: the reward model's own preference tables, decontaminated against the
+    held-out requests and disjoint from `sft_general`."""
+    from builders.toy_profile import chat_sources
+
+    return list(TOY_PAIR_TABLES), {"benchmarks": [chat_sources(workdir, "benchmark")]}
+
+
+def toy_heldout_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
+    """The held-out requests' pairs table (`preference_pairs --profile toy-heldout --out
+    helpsteer3_pairs_heldout`), kept apart from the training requests."""
+    from builders.toy_profile import chat_sources
+
+    return ["helpsteer3_pairs_heldout"], {
+        "benchmarks": [chat_sources(workdir, "training_requests")]
+    }
+
+
+PROFILES = {"toy": toy_profile, "toy-heldout": toy_heldout_profile}

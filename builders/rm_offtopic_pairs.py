@@ -22,6 +22,7 @@ Prompts are single user turns (`problem`); the category is read from `category_f
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from builders.runner import Build, BuildError
@@ -151,3 +152,23 @@ def _sampler(params: dict[str, Any], name: str) -> Sampler:
     if sampler.k != 1:
         raise BuildError(f"{name}: the off-topic recipe samples once per request; set {name}.k=1")
     return sampler
+
+
+def toy_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
+    """The toy world: the general toy models rewrite each request to another subject, judge
+    whether the two ask the same, and answer (the strong one the rewrite, the weak one the
+    original)."""
+    from builders.toy_profile import chat_sources, toy_models
+
+    models = toy_models(workdir, "general")
+    answer = {"k": 1, "mode": "no_think", "temperature": 0.6, "max_new_tokens": 64}
+    return [chat_sources(workdir, "offtopic")], {
+        "benchmarks": [chat_sources(workdir, "benchmark")],
+        "rewriter": models["strong"].sampler(**answer),
+        "judge": {**models["strong"].sampler(**answer), "temperature": 0.0, "max_new_tokens": 8},
+        "strong": models["strong"].sampler(**answer),
+        "weak": models["weak"].sampler(**answer),
+    }
+
+
+PROFILES = {"toy": toy_profile}

@@ -21,6 +21,7 @@ auxiliary-model cross-check for prompts without ground truth (the recipe does no
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from builders.runner import Build, BuildError
@@ -160,3 +161,20 @@ def _teacher(params: dict[str, Any], name: str, mode: str) -> Sampler:
             f"{name} must sample in mode {mode!r}, but its settings say {sampler.mode!r}"
         )
     return sampler
+
+
+def toy_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
+    """The toy world: chat requests and IF requests, the general toy teacher in both modes."""
+    from builders.toy_profile import general_sft_sources, toy_models
+
+    strong = toy_models(workdir, "general")["strong"]
+    return general_sft_sources(workdir), {
+        "think_teacher": strong.sampler(k=1, mode="think", max_new_tokens=128),
+        "no_think_teacher": strong.sampler(k=1, mode="no_think", max_new_tokens=128),
+        "scarce_k": 2,
+        "max_response_tokens": 128,
+        "rewrite_share": 0.1,
+    }
+
+
+PROFILES = {"toy": toy_profile}

@@ -15,6 +15,7 @@ showed them (`context_files`, `context_contents`), which a rollout's edits are a
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from builders.code_sft import teacher_sampler
@@ -119,3 +120,30 @@ def _tokenizer(params: dict[str, Any], build: Build) -> Any:
         return AutoTokenizer.from_pretrained(name)
     except (OSError, ValueError) as exc:
         raise BuildError(f"cannot load tokenizer {name!r}: {exc}") from None
+
+
+def toy_profile(workdir: Path, split: str = "pool") -> tuple[list[str], dict[str, Any]]:
+    """The toy world: the SWE SFT recipe's instances, bucketed by the strong toy SWE model's
+    repairs, prompts measured in that model's tokens."""
+    from builders.swe_sft import toy_profile as swe_sft_toy
+    from builders.toy_profile import swe_sources, toy_models
+
+    _, params = swe_sft_toy(workdir)
+    strong = toy_models(workdir, "swe")["strong"]
+    shared = {k: v for k, v in params.items() if k in DEFAULTS}
+    return swe_sources(workdir, split), {
+        **shared,
+        "temperature": 1.0,  # pass rates measured as the policy samples, not as the teacher
+        "localizer": strong.name,
+        "tokenizer": str(strong.path),
+        "max_prompt_tokens": 600,
+        "min_prompt_tokens": 100,
+    }
+
+
+def toy_heldout_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
+    """The same recipe on repositories no other split uses (the toy cascade's held-out set)."""
+    return toy_profile(workdir, "heldout")
+
+
+PROFILES = {"toy": toy_profile, "toy-heldout": toy_heldout_profile}

@@ -158,3 +158,27 @@ def checked_repos_dir(params: dict[str, Any], build: Build) -> str:
             "clones (owner__name), e.g. --set repos_dir=/data/swe-repos"
         )
     return where
+
+
+def toy_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
+    """The toy world: tiny repositories with a planted bug (one of them a toy 'SWE-bench
+    Verified' repository, two instances repeated by a second source), the strong toy SWE
+    model as the teacher."""
+    from builders.toy_profile import (
+        swe_repos,
+        swe_sources,
+        toy_models,
+        toy_root,
+        verified_repos_file,
+    )
+
+    strong = toy_models(workdir, "swe")["strong"]
+    return swe_sources(workdir, "pool"), {
+        **strong.flat(k=8, max_new_tokens=160, temperature=0.6),
+        "repos_dir": str(swe_repos(toy_root(workdir))),
+        "verified_repos": [verified_repos_file(workdir)],
+        "source_priority": ["toy_swe_pool"],
+    }
+
+
+PROFILES = {"toy": toy_profile}

@@ -193,6 +193,10 @@ class ToyModelSpec:
     steps: int
     learning_rate: float = 3e-3
     batch: int = 16
+    max_seq_len: int = 128  # packed SFT sequence length
+    max_positions: int = 256
+    vocab: int = 300  # in-process BPE trained on the model's own SFT chats
+    quick_floor: int = 10  # the fewest steps a shortened (smoke-run) training keeps
 
 
 WEAK = ToyModelSpec(hidden_size=96, layers=2, steps=150)
@@ -212,9 +216,9 @@ def toy_manifest(
             "num_hidden_layers": spec.layers,
             "num_attention_heads": 4,
             "num_key_value_heads": 2,
-            "max_position_embeddings": 256,
+            "max_position_embeddings": spec.max_positions,
         },
-        "tokenizer": "in-process-bpe:300",
+        "tokenizer": f"in-process-bpe:{spec.vocab}",
         "attn_implementation": "sdpa",
         "output_dir": str(out_dir / name),
         "stages": [
@@ -222,7 +226,7 @@ def toy_manifest(
                 "name": "sft",
                 "type": "sft",
                 "datasets": [{"ref": str(data), "content_hash": content_hash}],
-                "max_seq_len": 128,
+                "max_seq_len": spec.max_seq_len,
                 "max_steps": spec.steps,
                 "packing": True,
                 "optimizer": {
@@ -264,13 +268,26 @@ def train_toy_models(
 
     Returns {"weak": Path, "strong": Path}.
     """
+    problems = toy_problems(train_rows, seed=seed, digits=digits)
+    specs = {"weak": weak, "strong": strong}
+    return train_chat_models(out_dir, sft_rows(problems), specs, seed, show_progress)
+
+
+def train_chat_models(
+    out_dir: str | Path,
+    chats: Sequence[dict],
+    specs: dict[str, ToyModelSpec],
+    seed: int = 0,
+    show_progress: bool = False,
+) -> dict[str, Path]:
+    """Train one tiny model per spec on the same SFT chats (rows with `messages`); return
+    {name: final dir}, each a transformers model with its tokenizer and chat template."""
     from training.runner import run_cascade  # the trainer is heavy: import only when training
 
     out = Path(out_dir).resolve()  # the manifests written here name files by absolute path
-    problems = toy_problems(train_rows, seed=seed, digits=digits)
-    content_hash = write_jsonl(out / "sft.jsonl", sft_rows(problems))
+    content_hash = write_jsonl(out / "sft.jsonl", chats)
     finals = {}
-    for name, spec in (("weak", weak), ("strong", strong)):
+    for name, spec in specs.items():
         manifest = out / f"{name}.json"
         spec_dict = toy_manifest(name, out / "sft.jsonl", content_hash, spec, out, seed)
         manifest.write_text(json.dumps(spec_dict, indent=2))

@@ -44,6 +44,7 @@ def command_app():
         export,
         generate,
         lake,
+        manifest,
         report,
         reward,
         serve,

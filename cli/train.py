@@ -14,6 +14,13 @@ def train(
     stage: str = typer.Option(None, "--stage", help="Run only this stage."),
     resume: bool = typer.Option(False, "--resume", help="Continue from the last checkpoint."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    control: str = typer.Option(
+        None,
+        "--control",
+        help="Run a control of each GRPO stage (or of --stage) instead: shuffled-rewards "
+        "permutes each batch's rewards across the batch before the advantages; written to "
+        "<stage>.<control>/ from the stage's own starting model.",
+    ),
 ) -> None:
     """Train the stages of MANIFEST in order, each from the previous stage's final model.
 
@@ -33,6 +40,7 @@ def train(
             lake_path=state.lake_path,
             show_progress=progress and not getattr(state, "quiet", False),
             say=lambda line: console.print(line, highlight=False, markup=False),
+            control=control,
             recipe_command=build_command,
         )
     except (ManifestError, DataHashError, NoLearningSignal) as exc:

@@ -272,3 +272,27 @@ def test_difficulty_drops_carry_the_deciding_counts(lake: Lake, server: Scripted
     }
     assert details["src:2"]["decided_correct"] == 3 and details["src:2"]["decided_k"] == K
     assert details["src:4"]["decided_pass_rate"] == 0.0  # too hard: the strong model's 0/4
+
+
+def test_a_cached_sample_reused_by_another_base_seed_takes_the_asking_index(
+    lake: Lake, server: ScriptedServer
+) -> None:
+    """Sample i is seeded `seed + i`, so a sampler with seed 1 asks for seed 0's samples 1
+    and 2 as its samples 0 and 1: they come from the cache, numbered as asked (they kept the
+    old numbers, which gave two rows the same uid)."""
+    lake.commit("p", prompts(2), kind="prompts")
+
+    def responses(seed: int, k: int) -> pl.DataFrame:
+        s = Sampler(**{**sampler(server, "strong", k=k).__dict__, "seed": seed})
+        step = Step("responses", sample_responses, {"lake": lake, "sampler": s}, fan_out=True)
+        run_steps(lake, "p", [step], out=f"r{seed}", kind="generic", producer="test")
+        return pl.from_arrow(lake.read(f"r{seed}")).sort("uid")
+
+    first = responses(0, 3)
+    asked = len(server.requests)
+    second = responses(1, 3)
+    assert len(server.requests) == asked + 2  # only seed 3, for each of the two prompts
+    assert second["uid"].n_unique() == second.height == 6
+    assert second["sample_index"].to_list() == [0, 1, 2, 0, 1, 2]
+    reused = first.filter(pl.col("sample_index") > 0)["response"].to_list()
+    assert second.filter(pl.col("sample_index") < 2)["response"].to_list() == reused

@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from curation.generate import GenerationRequest, Sampling, Teacher, generate_to_lake
+from curation.generate import (
+    BackendError,
+    GenerationRequest,
+    Sampling,
+    Teacher,
+    generate_to_lake,
+)
 from curation.generate.hf import HfBackend, completion_length, render_chat
 from curation.generate.plan import prompts_from_records
 from curation.generate.tiny_teacher import build_tiny_teacher
@@ -188,6 +194,39 @@ def test_generate_to_lake_caches_by_fingerprint(tmp_path: Path, random_teacher: 
     generate_to_lake(fresh, prompts, k=3, **kwargs)
     by_id = {r["id"]: r["response"] for r in fresh.read("gens").to_pylist()}
     assert {r["id"]: r["response"] for r in rows} == by_id
+
+
+def test_a_model_named_apart_from_its_directory_writes_the_same_rows_anywhere(
+    tmp_path: Path, random_teacher: str
+) -> None:
+    """`backend_options={"path": DIR}` loads from DIR while rows and cache keys hold the
+    model's name: two copies of one model in two places give one set of rows."""
+    import shutil
+
+    prompts = prompts_from_records(math_rows(2), origin="math_train")
+    tables = []
+    for place in ("a", "b"):
+        copy = shutil.copytree(random_teacher, tmp_path / place / "weights")
+        lake = Lake(tmp_path / place / "lake")
+        generate_to_lake(
+            lake,
+            prompts,
+            output="gens",
+            teacher=Teacher("tiny-teacher@1234abcd"),
+            backend="hf",
+            backend_options={"batch_size": 4, "num_threads": 1, "path": str(copy)},
+            modes=["think"],
+            k=2,
+            sampling=Sampling(max_new_tokens=5, temperature=1.0),
+            show_progress=False,
+        )
+        rows = lake.read("gens").to_pylist()
+        assert {r["model"] for r in rows} == {"tiny-teacher@1234abcd"}
+        assert not any(str(tmp_path) in json.dumps(r, default=str) for r in rows)
+        tables.append(sorted(rows, key=lambda r: r["id"]))
+    assert tables[0] == tables[1]
+    with pytest.raises(BackendError, match="directory .*nope does not exist"):
+        HfBackend("named", path=str(tmp_path / "nope"))
 
 
 def test_reasoning_opened_by_the_template_is_stored_as_reasoning(tmp_path: Path) -> None:

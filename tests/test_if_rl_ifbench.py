@@ -16,6 +16,7 @@ import pytest
 from builders import if_rl, if_rl_ifbench
 from builders.recipes import recipe_named
 from builders.runner import build_dataset, recipe_steps
+from builders.toy_domains import toy_instructions
 from curation.instructions import (
     IFTRAIN,
     IFTRAIN_INSTRUCTIONS,
@@ -199,15 +200,15 @@ def test_toy_profiles_build_from_tiny_prompts_without_a_model(
         lake, recipe, profile="toy", manifests_dir=tmp_path / "m", write_html_report=False
     )
     kept = pl.from_arrow(lake.read(recipe.NAME))
-    assert kept.height == 48  # 3 templates x 16 topics, none dropped
-    assert kept["base_problem"][0] == "Write a sentence about cats."
-    allowed = set(recipe.TOY_INSTRUCTIONS)
+    assert kept.height == 56  # 4 templates x 14 subjects, none dropped
+    assert kept["base_problem"][0].endswith(".") and "the" in kept["base_problem"][0]
+    allowed = set(toy_instructions(recipe.DEFAULTS["taxonomy"]))
     for ids, kwargs in kept.select("instruction_id_list", "kwargs").iter_rows():
         assert 1 <= len(ids) <= 2 and set(ids) <= allowed
         taxonomy = TAXONOMIES[recipe.DEFAULTS["taxonomy"]]
         assert taxonomy.witness(ids, json.loads(kwargs)) is not None
     # the toy eval prompts are what the RL prompts are decontaminated against
-    assert report.manifest.benchmarks[0].items == 16
+    assert report.manifest.benchmarks[0].items == 42
     assert [f.step for f in report.manifest.funnel][-1] == "attach_instructions"
 
 

@@ -29,6 +29,8 @@ REWRITES = {
 SAME = {"Describe how vaccines train the immune system."}
 RAMBLING = {"Give me a recipe for crispy waffles."}
 NO_ANSWER = {"Name three famous painters of the Renaissance."}
+# both models give this one reply to the exercise prompt and to its rewrite
+ONE_REPLY = {"List three benefits of regular exercise.", "List three risks of regular exercise."}
 
 
 def rewriter(user: str, sample: int) -> str:
@@ -45,10 +47,12 @@ def judge(user: str, sample: int) -> str:
 
 
 def strong(user: str, sample: int) -> str:
-    return f"STRONG answer to: {user}"
+    return "Walk, swim, cycle." if user in ONE_REPLY else f"STRONG answer to: {user}"
 
 
 def weak(user: str, sample: int) -> str:
+    if user in ONE_REPLY:
+        return "Walk, swim, cycle."
     return "" if user in NO_ANSWER else f"weak answer to: {user}"
 
 
@@ -97,7 +101,7 @@ def test_offtopic_pairs_keep_exactly_the_rewrites_judged_different(
 
     pairs = pl.from_arrow(lake.read("rm_offtopic_pairs"))
     assert lake.resolve("rm_offtopic_pairs").kind == "preference_pairs"
-    assert sorted(pairs["uid"]) == ["prompts:1", "prompts:2"]
+    assert sorted(pairs["uid"]) == ["prompts:1"]
     sea = pairs.filter(pl.col("uid") == "prompts:1").to_dicts()[0]
     assert sea["chosen"] == "weak answer to: Write a short poem about the sea."
     assert sea["rejected"] == "STRONG answer to: Write a short poem about the desert."
@@ -115,6 +119,7 @@ def test_offtopic_pairs_keep_exactly_the_rewrites_judged_different(
         "SELECT uid, step, reason, detail FROM drops WHERE output_table = 'rm_offtopic_pairs'"
     ).fetchall()
     assert {uid: (step, reason) for uid, step, reason, _ in drops} == {
+        "prompts:2": ("answer_pairs", "identical_responses"),
         "prompts:3": ("judge_rewrite", "judged_same"),
         "prompts:4": ("judge_rewrite", "unparseable_verdict"),
         "prompts:5": ("rewrite", "rewrite_unchanged"),
@@ -153,8 +158,8 @@ def test_offtopic_pairs_keep_exactly_the_rewrites_judged_different(
         ("near_dedup", 7, 7),
         ("rewrite", 7, 5),
         ("judge_rewrite", 5, 3),
-        ("answer_pairs", 3, 2),
-        ("pair_columns", 2, 2),
+        ("answer_pairs", 3, 1),
+        ("pair_columns", 1, 1),
     ]
 
 

@@ -46,7 +46,13 @@ def test_toy_world_builds_math_sft_and_math_rl_with_real_pass_rates(tmp_path: Pa
         sources,
         lake=lake,
         label="strong",
-        sampler=Sampler.from_params(toy["weak"] | {"model": toy["teacher"]["model"]}),
+        sampler=Sampler.from_params(
+            toy["weak"]
+            | {
+                "model": toy["teacher"]["model"],
+                "backend_options": toy["teacher"]["backend_options"],
+            }
+        ),
     ).kept
     weak = pl.from_arrow(
         lake.sql(

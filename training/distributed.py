@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import weakref
 from collections.abc import Callable
 
 import torch
@@ -118,10 +119,32 @@ def enable_gradient_checkpointing(model: torch.nn.Module) -> None:
         model.gradient_checkpointing_enable({"use_reentrant": False})
 
 
+_MEASURED_NORMS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""engine -> the gradient norm `optimizer_step` measured where DeepSpeed keeps none."""
+
+
+def optimizer_step(engine: object) -> None:
+    """`engine.step()`, measuring the gradient norm first when DeepSpeed will not: its plain
+    fp32 path (ZeRO-0, no bf16/fp16) clips without keeping the norm, so a log would read None
+    for every step of such a stage. At the accumulation boundary the gradients in `.grad` are
+    already averaged over ranks, so the norm is the global one (before clipping, as
+    DeepSpeed's own)."""
+    boundary = engine.is_gradient_accumulation_boundary()  # type: ignore[attr-defined]
+    if boundary and engine.zero_optimization_stage() == 0:  # type: ignore[attr-defined]
+        grads = [p.grad for p in engine.module.parameters() if p.grad is not None]  # type: ignore[attr-defined]
+        norms = [torch.linalg.vector_norm(g.detach().float()) for g in grads]
+        _MEASURED_NORMS[engine] = (
+            float(torch.linalg.vector_norm(torch.stack(norms))) if norms else 0.0
+        )
+    engine.step()  # type: ignore[attr-defined]
+
+
 def grad_norm(engine: object) -> float | None:
     """The global gradient norm of the last step (None before the first)."""
     norm = engine.get_global_grad_norm()  # type: ignore[attr-defined]
-    return None if norm is None else float(norm)
+    if norm is None:
+        return _MEASURED_NORMS.get(engine)
+    return float(norm)
 
 
 def all_sum(value: float, device: torch.device) -> float:

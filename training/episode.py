@@ -9,6 +9,7 @@ nothing else. Group statistics (z-scores, shared with the IF + reward-model rewa
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -79,3 +80,28 @@ def has_signal(rewards: Sequence[float | None]) -> bool:
     """
     decided = {r for r in rewards if r is not None}
     return len(decided) > 1
+
+
+CONTROLS = ("shuffled-rewards",)
+"""Control runs of a GRPO stage (`cascade train --control`): `shuffled-rewards` permutes the
+batch's rewards across all its episodes before the advantages, so the update has the real
+run's reward distribution and batch shape but no link between a response and its reward."""
+
+
+def shuffle_rewards(episodes: Sequence[Episode], rng: random.Random) -> None:
+    """Permute the decided rewards of the trained episodes across the whole batch, in place.
+
+    Untrained episodes (undecided, capped under overlong filtering, fill-in groups) keep theirs:
+    they carry no gradient either way. The multiset of rewards, hence the logged mean, is
+    unchanged.
+
+    >>> eps = [Episode(0, i, "p", "think", [], [], [], "stop", reward=float(i)) for i in range(4)]
+    >>> shuffle_rewards(eps, random.Random(0))
+    >>> sorted(e.reward for e in eps), [e.reward for e in eps] != [0.0, 1.0, 2.0, 3.0]
+    ([0.0, 1.0, 2.0, 3.0], True)
+    """
+    chosen = [e for e in episodes if e.trained and e.reward is not None]
+    rewards = [e.reward for e in chosen]
+    rng.shuffle(rewards)
+    for episode, reward in zip(chosen, rewards, strict=True):
+        episode.reward = reward

@@ -23,6 +23,7 @@ update, is the one a single process with the same global batch computes.
 from __future__ import annotations
 
 import math
+import random
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -34,8 +35,8 @@ from schemas.training_manifest import EvalSpec, GRPOStage, MOPDStage
 from training import checkpoint as ckpt
 from training.chat_template import IM_END, tokenize_prompt
 from training.datasets import load
-from training.distributed import grad_norm
-from training.episode import Episode, has_signal
+from training.distributed import grad_norm, optimizer_step
+from training.episode import Episode, has_signal, shuffle_rewards
 from training.objectives import MicroBatch, Objective, objective_for
 from training.packed_episodes import pack_episodes, packed_logits
 from training.rewards import RewardPool
@@ -120,6 +121,7 @@ def run_rl_stage(ctx: StageContext) -> StageResult:
         bf16=setup.bf16,
         attn_implementation=setup.attn,
         rollout_engine=stage.rollout.engine,
+        control=ctx.control,
     )
 
     # ================================================================ the loop =================
@@ -145,6 +147,9 @@ def run_rl_stage(ctx: StageContext) -> StageResult:
                 sync_weights(rollout, engine, stage)
             # --- prompts -> G rollouts each -> rewards (batch-level filtering refills) -----
             batch = collect_batch(stream, rollout, sampling, tokenizer, stage, objective, timer)
+            # --- a control run cuts the link between responses and rewards ----------------
+            if ctx.control == "shuffled-rewards":
+                shuffle_rewards(batch.episodes, random.Random(f"{stage.seed}:control:{step}"))
             # --- the objective's view of the batch (GRPO: group z-score advantages) --------
             objective.prepare(batch.groups)
             # --- exactly one optimizer step over the whole batch ---------------------------
@@ -424,7 +429,7 @@ def update(
             sums[name] += value
         # `+ 0 * logits.sum()` keeps the graph when no token of this micro batch is trained.
         engine.backward((loss + 0.0 * logits.sum()) * (world / normalizer), scale_wrt_gas=False)  # type: ignore[attr-defined]
-        engine.step()  # type: ignore[attr-defined]
+        optimizer_step(engine)
         sums["loss"] += float(loss.detach())
         gap = (logp_all.detach() - batch.rollout_logp).abs()[batch.response]
         sums["logprob_gap"] += float(gap.sum())

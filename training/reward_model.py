@@ -32,7 +32,7 @@ from schemas.training_manifest import RewardModelStage
 from training import checkpoint as ckpt
 from training.chat_template import Message, render_text
 from training.datasets import LoadedDataset, load
-from training.distributed import all_sum, grad_norm
+from training.distributed import all_sum, grad_norm, optimizer_step
 from training.models import TINY_DEFAULTS, is_local_model
 from training.pair_data import PairStream, TokenizedPair, load_pairs, stage_pairs
 from training.stage import (
@@ -112,7 +112,7 @@ def run_reward_model_stage(ctx: StageContext) -> StageResult:
                 # DeepSpeed averages gradients over ranks: scale so the result is the mean over
                 # every pair of the global batch.
                 engine.backward(loss * (world / len(pairs)), scale_wrt_gas=False)
-                engine.step()
+                optimizer_step(engine)
                 sums["loss"] += float(loss.detach())
                 sums["correct"] += float((margin.detach() > 0).sum())
                 sums["margin"] += float(margin.detach().sum())

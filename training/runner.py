@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from schemas.training_manifest import (
     AnyStage,
+    GRPOStage,
     RewardModelStage,
     SFTStage,
     TrainingManifest,
@@ -111,6 +112,30 @@ def plan(manifest: TrainingManifest, manifest_path: Path, only: str | None) -> l
     return chosen
 
 
+def control_plans(plans: list[StagePlan], control: str) -> list[StagePlan]:
+    """The control runs of the GRPO stages among `plans`: each starts from the very model its
+    stage starts from and writes to `<stage>.<control>/` beside it, so the stage and its
+    control differ only in the control (same prompts, seeds and sampling)."""
+    from training.episode import CONTROLS
+
+    if control not in CONTROLS:
+        raise ValueError(f"unknown control {control!r}; controls: {', '.join(CONTROLS)}")
+    chosen = [p for p in plans if isinstance(p.stage, GRPOStage)]
+    if not chosen:
+        names = ", ".join(f"{p.stage.name} ({p.stage.type})" for p in plans)
+        raise ValueError(f"--control {control} applies to GRPO stages; none among: {names}")
+    for p in chosen:
+        if p.init_from is not None and not (p.init_from / "config.json").is_file():
+            raise FileNotFoundError(
+                f"the {control} control of stage {p.stage.name!r} starts from {p.init_from}, "
+                "which does not exist yet; run the cascade first"
+            )
+    return [
+        StagePlan(p.stage, p.stage_dir.with_name(f"{p.stage.name}.{control}"), p.init_from)
+        for p in chosen
+    ]
+
+
 def check_endpoints(plans: list[StagePlan], manifest_path: Path) -> None:
     """Every planned stage's `env:NAME` server URL is set, before anything trains (the shipped
     recipe names its SWE patch judge that way until a server is up)."""
@@ -177,18 +202,23 @@ def run_cascade(
     show_progress: bool = True,
     say: Callable[[str], None] = print,
     reward_fn: Callable | None = None,
+    control: str | None = None,
     recipe_command: RecipeCommand | None = None,
 ) -> list[Path]:
     """Run the manifest's stages (or one) in order; return the final model dirs produced.
 
     `reward_fn` (TRL-style `(prompts, completions, **columns) -> list[float | None]`) replaces
-    the reward of every GRPO stage run, for experiments and controls. `recipe_command` names
-    the command that builds a missing lake table whose reference has no `build` (the CLI
-    passes the recipe registry's `builders.recipes.build_command`).
+    the reward of every GRPO stage run, for experiments and controls. `control` (one of
+    `training.episode.CONTROLS`) runs the control of every GRPO stage (or of `stage`)
+    instead: see `control_plans`. `recipe_command` names the command that builds a missing
+    lake table whose reference has no `build` (the CLI passes the recipe registry's
+    `builders.recipes.build_command`).
     """
     manifest_path = Path(manifest_path).resolve()
     manifest = load_manifest(manifest_path)
     plans = plan(manifest, manifest_path, stage)
+    if control is not None:
+        plans = control_plans(plans, control)
     checked = verify_data(plans, manifest_path, lake_path, recipe_command)
     check_endpoints(plans, manifest_path)
     all_plans = plan(manifest, manifest_path, None)
@@ -216,6 +246,7 @@ def run_cascade(
             show_progress=show_progress,
             reward_fn=reward_fn,
             stage_finals=finals_by_name,
+            control=control,
         )
         if isinstance(p.stage, SFTStage):
             from training.sft import run_sft_stage

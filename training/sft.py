@@ -21,7 +21,7 @@ from schemas.training_manifest import SFTStage
 from training import checkpoint as ckpt
 from training.chat_template import IGNORE_INDEX
 from training.datasets import load
-from training.distributed import all_sum, grad_norm
+from training.distributed import all_sum, grad_norm, optimizer_step
 from training.packing import Batch, collate, epoch_rows
 from training.sft_data import tokenize_stage, training_texts
 from training.stage import (
@@ -203,7 +203,7 @@ def run_sft_stage(ctx: StageContext) -> StageResult:
                 # DeepSpeed averages gradients over ranks: scale so the result is the mean over
                 # every target token of the global batch.
                 engine.backward(per_token.sum() * (world / n_targets), scale_wrt_gas=False)
-                engine.step()
+                optimizer_step(engine)
                 loss_sum += float(per_token.detach().sum())
             last_loss = all_sum(loss_sum, device) / n_targets
             done = step + 1

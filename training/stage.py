@@ -45,6 +45,7 @@ class StageContext:
     eval_dataset: VerifiedRef | None = None  # RL stages with `evaluation`
     reward_fn: object | None = None  # RL: replaces the stage's reward (TRL-style callable)
     stage_finals: dict[str, Path] = field(default_factory=dict)  # earlier stages' final dirs
+    control: str | None = None  # GRPO: a control run (training.episode.CONTROLS)
 
     @property
     def checkpoint_dir(self) -> Path:

@@ -101,6 +101,9 @@ class HfBackend:
     """A transformers causal LM as a teacher; `batch_size` prompts per `generate` call.
 
     `num_threads` sets torch's CPU threads for the whole process (None: torch's default).
+    `path` loads the weights from a directory while `model` only names them: rows and cache
+    keys then hold that name (a stable identity such as a content hash of the weights), not
+    one machine's directory, so the same model builds the same rows in any lake.
     """
 
     name = "hf"
@@ -113,6 +116,7 @@ class HfBackend:
         device: str | None = None,
         dtype: str = "auto",
         num_threads: int | None = None,
+        path: str | None = None,
     ) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -129,11 +133,14 @@ class HfBackend:
             torch_dtype = torch.bfloat16 if self.device.type == "cuda" else torch.float32
         else:
             torch_dtype = getattr(torch, dtype)
-        if model.startswith(("/", "./", "../", "~")) and not Path(model).expanduser().exists():
-            raise BackendError(f"model directory {model} does not exist")
+        source = path or model
+        if path is not None and not Path(path).expanduser().is_dir():
+            raise BackendError(f"model {model!r}: directory {path} does not exist")
+        if source.startswith(("/", "./", "../", "~")) and not Path(source).expanduser().exists():
+            raise BackendError(f"model directory {source} does not exist")
         try:
-            self.tokenizer = AutoTokenizer.from_pretrained(model)
-            self.lm = AutoModelForCausalLM.from_pretrained(model, dtype=torch_dtype)
+            self.tokenizer = AutoTokenizer.from_pretrained(source)
+            self.lm = AutoModelForCausalLM.from_pretrained(source, dtype=torch_dtype)
         except (OSError, ValueError) as exc:
             raise BackendError(f"cannot load model {model!r} with transformers: {exc}") from exc
         self.lm.to(self.device).eval()

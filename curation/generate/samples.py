@@ -143,17 +143,23 @@ def generations_for(
         seed=sampler.seed,
     )
     wanted = pl.DataFrame(
-        {"id": [j.request.key for j in jobs], "prompt_id": [j.prompt_id for j in jobs]},
-        schema={"id": pl.String, "prompt_id": pl.String},
+        {
+            "id": [j.request.key for j in jobs],
+            "prompt_id": [j.prompt_id for j in jobs],
+            "sample_index": [j.sample_index for j in jobs],
+        },
+        schema={"id": pl.String, "prompt_id": pl.String, "sample_index": pl.Int32},
     )
     stored = (
         lake.scan(table)
-        .select([c for c in GENERATION_COLUMNS if c != "prompt_id"])
+        .select([c for c in GENERATION_COLUMNS if c not in ("prompt_id", "sample_index")])
         .join(wanted.lazy().select("id"), on="id", how="semi")
         .unique("id", keep="first")
         .collect()
     )
-    # The prompt id is the asking frame's: the same chat may be cached under another table's id.
+    # The prompt id and sample index are the asking job's: the same sample may be cached
+    # under another table's prompt id, or as another index of a sampler with another base
+    # seed (sample i has seed `seed + i`, so seed 1's sample 0 is seed 0's sample 1).
     rows = wanted.join(stored, on="id", how="inner")
     counts = {"planned": report.planned, "cached": report.cached, "generated": report.generated}
     return rows.select(GENERATION_COLUMNS), counts

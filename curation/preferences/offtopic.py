@@ -217,7 +217,9 @@ def offtopic_pairs(
     metadata key, else a column) and the lineage columns `chosen_model`, `rejected_model`,
     `chosen_generation_id`, `rejected_generation_id` next to the rewrite and judge columns.
     Drops: `no_response`, `truncated_response` or `empty_response` of either model (the
-    detail names the model): a cut or empty answer would make the pair trivially separable.
+    detail names the model): a cut or empty answer would make the pair trivially separable;
+    `identical_responses` when both answers are the same text (no preference to learn, and
+    the reward-model trainer refuses such a pair).
     """
     prompts = df.get_column(prompt_column).to_list()
     weak_replies = one_sample_each(prompts, weak, lake=lake, table=table)
@@ -235,6 +237,16 @@ def offtopic_pairs(
             drops.append({"uid": uid, **problem})
             continue
         assert chosen is not None and rejected is not None
+        if chosen["final_answer"].strip() == rejected["final_answer"].strip():
+            drops.append(
+                {
+                    "uid": uid,
+                    "reason": "identical_responses",
+                    "chosen_generation_id": chosen["id"],
+                    "rejected_generation_id": rejected["id"],
+                }
+            )
+            continue
         meta = json_object(row.get("metadata"))
         category = source_field(row, meta, category_field) if category_field else None
         pairs.append(
