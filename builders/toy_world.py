@@ -199,8 +199,8 @@ class ToyModelSpec:
     quick_floor: int = 10  # the fewest steps a shortened (smoke-run) training keeps
 
 
-WEAK = ToyModelSpec(hidden_size=96, layers=2, steps=150)
-STRONG = ToyModelSpec(hidden_size=96, layers=2, steps=300)
+WEAK = ToyModelSpec(hidden_size=96, layers=2, steps=150, quick_floor=150)
+STRONG = ToyModelSpec(hidden_size=96, layers=2, steps=300, quick_floor=300)
 
 
 def toy_manifest(
