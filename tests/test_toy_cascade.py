@@ -49,6 +49,8 @@ def short(pinned: Path, out: Path) -> Path:
                 "micro_batch_size": 8,
             }
             stage["evaluation"]["every_steps"] = 2
+            if "length_curriculum" in stage:  # a phase's minimum must fit in the short run
+                stage["length_curriculum"].update(min_steps=1, smoothing_steps=1)
         stage["checkpoint_every_steps"] = stage["max_steps"]
     spec["output_dir"] = str(out / "run")
     path = out / "toy_cascade_short.json"
