@@ -18,6 +18,7 @@ from typing import Any
 
 import polars as pl
 
+from builders.cleaning import decontamination, exact_dedup_step, near_dedup_step
 from builders.runner import Build, BuildError
 from curation.code.behaviour_dedup import decontaminate_by_behaviour, dedup_by_behaviour
 from curation.code.benchmark_tests import load_code_benchmarks
@@ -26,9 +27,6 @@ from curation.code.fields import lift_fields
 from curation.code.problem_ids import benchmark_key_frame, decontaminate_by_problem_id
 from curation.code.release_cutoff import drop_after_cutoff
 from curation.code.syntax_dedup import dedup_by_syntax
-from curation.decontaminate import decontaminate
-from curation.decontaminate.scan import decontamination_scope
-from curation.dedup import exact_dedup, near_dedup
 from curation.generate.samples import Sampler, sample_responses
 from lake.steps import Step
 
@@ -126,12 +124,7 @@ def problem_cleaning(params: dict[str, Any], build: Build) -> list[Step]:
             },
             scope="rows",
         ),
-        Step(
-            "decontaminate",
-            decontaminate,
-            {"benchmarks": benchmarks, "n": params["ngram"], "rule": params["decontam_rule"]},
-            scope=decontamination_scope(params["decontam_rule"]),
-        ),
+        decontamination(params, benchmarks),
         Step(
             "decontaminate_urls",
             decontaminate_by_problem_id,
@@ -144,19 +137,14 @@ def problem_cleaning(params: dict[str, Any], build: Build) -> list[Step]:
             {"benchmarks": behaviour, "id_column": "uid", **thresholds},
             scope="rows",
         ),
-        Step("exact_dedup", exact_dedup, {"id_column": "uid"}, partition="normalized_text"),
+        exact_dedup_step(),
         Step(
             "behaviour_dedup",
             dedup_by_behaviour,
             {"id_column": "uid", **thresholds},
             partition="io_cases",
         ),
-        Step(
-            "near_dedup",
-            near_dedup,
-            {"threshold": params["near_dup_threshold"], "id_column": "uid"},
-            partition="lsh_bands",
-        ),
+        near_dedup_step(params),
     ]
 
 
