@@ -20,6 +20,7 @@ import xxhash
 
 from curation.swe.repository import patch_files
 from lake.files import json_lines
+from lake.operators import count_by, counted, decide
 from lake.steps import StepResult
 from schemas.swe import SWE_INSTANCES
 
@@ -232,18 +233,14 @@ def drop_verified_repos(
         pl.col("repo").map_elements(normalize_repo, return_dtype=pl.String).alias("repo_key")
     )
     hit = pl.col("repo_key").is_in(pl.Series(sorted(blocked)).implode())
-    dropped = keyed.filter(hit).with_columns(pl.lit("verified_repo").alias("reason"))
-    kept = keyed.filter(~hit).drop("repo_key")
-    stats = {
-        "rows_in": df.height,
-        "rows_out": kept.height,
-        "dropped": dropped.height,
-        "verified_repos": len(blocked),
-        "dropped_by_repo": dict(dropped.group_by("repo_key").len().sort("repo_key").iter_rows())
-        if dropped.height
-        else {},
-    }
-    return StepResult(kept=kept, dropped=dropped, stats=stats)
+    result = decide(
+        keyed,
+        pl.when(hit).then(pl.lit("verified_repo")),
+        drop_only=("repo_key",),
+        stats={"verified_repos": len(blocked)},
+    )
+    result.stats["dropped_by_repo"] = count_by(result.dropped, "repo_key")
+    return result
 
 
 def dedup_repo_commit(
@@ -281,13 +278,7 @@ def dedup_repo_commit(
         .drop(*helpers)
         .with_columns(pl.lit("duplicate_repo_commit").alias("reason"))
     )
-    stats = {
-        "rows_in": df.height,
-        "rows_out": kept.height,
-        "dropped": dropped.height,
-        "repo_commits": winners.height,
-    }
-    return StepResult(kept=kept, dropped=dropped, stats=stats)
+    return counted(df.height, kept, dropped, {"repo_commits": winners.height})
 
 
 def instances_from_prompts(df: pl.DataFrame, *, problem_column: str = "problem") -> StepResult:

@@ -16,6 +16,7 @@ import polars as pl
 
 from curation.swe.repository import RepositoryError, Snapshot, patch_files, repo_dir
 from curation.verify.result import final_answer_part
+from lake.operators import decide
 from lake.steps import StepResult
 
 LOCALIZATION_TEMPLATE = """You are given a GitHub issue and the file paths of the repository it was \
@@ -151,15 +152,11 @@ def filter_localization(
         pl.Series("localization_recall", recall, dtype=pl.Float64),
     )
     good = pl.col("localization_recall").fill_null(0.0) >= min_recall
-    dropped = measured.filter(~good).with_columns(pl.lit("incomplete_localization").alias("reason"))
-    kept = measured.filter(good)
-    stats = {
-        "rows_in": df.height,
-        "rows_out": kept.height,
-        "dropped": dropped.height,
-        "mean_recall": float(measured.get_column("localization_recall").mean() or 0.0),
-    }
-    return StepResult(kept=kept, dropped=dropped, stats=stats)
+    return decide(
+        measured,
+        pl.when(~good).then(pl.lit("incomplete_localization")),
+        stats={"mean_recall": float(measured.get_column("localization_recall").mean() or 0.0)},
+    )
 
 
 def localize_files(

@@ -26,6 +26,7 @@ import polars as pl
 from curation.swe.localization import snapshots
 from curation.swe.repository import patch_files
 from curation.verify.swe import EditError, edits_patch, parse_repair, patch_similarity
+from lake.operators import count_by, decide
 from lake.steps import StepResult
 
 REPAIR_TEMPLATE = """Resolve the GitHub issue below by editing the repository files shown.
@@ -210,24 +211,13 @@ def select_sft_repairs(
         )
     else:
         reason = pl.when(~good).then(pl.lit("low_similarity"))
-    decided = measured.with_columns(reason.alias("reason"))
-    kept = decided.filter(pl.col("reason").is_null()).drop("reason")
-    dropped = decided.filter(pl.col("reason").is_not_null()).with_columns(
-        pl.lit(threshold).alias("threshold"), pl.lit(rule).alias("rule")
+    by_bucket = count_by(measured.unique(group_column), "repair_bucket")
+    return decide(
+        measured,
+        reason,
+        detail={"threshold": pl.lit(threshold), "rule": pl.lit(rule)},
+        stats={"instances_by_bucket": by_bucket},
     )
-    stats = {
-        "rows_in": df.height,
-        "rows_out": kept.height,
-        "dropped": dropped.height,
-        "instances_by_bucket": dict(
-            measured.unique(group_column)
-            .group_by("repair_bucket")
-            .len()
-            .sort("repair_bucket")
-            .iter_rows()
-        ),
-    }
-    return StepResult(kept=kept, dropped=dropped, stats=stats)
 
 
 def select_repair_bucket(df: pl.DataFrame, *, bucket: Bucket = "hard") -> StepResult:
