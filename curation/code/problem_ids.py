@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import polars as pl
 
+from curation.benchmarks import Benchmark
 from curation.code.fields import field_values
 from lake.operators import decide
 from lake.steps import StepResult
@@ -164,3 +166,11 @@ def benchmark_key_frame(name: str, urls: Sequence[str]) -> pl.DataFrame:
         },
         schema={"benchmark": pl.String, "benchmark_id": pl.String, "problem_key": pl.String},
     )
+
+
+def load_url_list(path: str | Path) -> Benchmark:
+    """Evaluation problem URLs, one per line (blank lines and `#` comments skipped), as a
+    `Benchmark` named after the file whose ids and texts are the URLs. OSError if unreadable."""
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    urls = [u.strip() for u in lines if u.strip() and not u.startswith("#")]
+    return Benchmark(Path(path).stem, urls, urls, origin=str(path), domain="code")

@@ -18,6 +18,7 @@ from typing import Any, Literal
 import polars as pl
 import xxhash
 
+from curation.benchmarks import Benchmark
 from curation.swe.repository import patch_files
 from lake.files import json_lines
 from lake.operators import count_by, counted, decide
@@ -216,6 +217,15 @@ def load_repo_list(repos: Sequence[str] | str | Path) -> set[str]:
     if isinstance(repos, str | Path):
         raise ValueError(f"repository list {repos!r} is not a file; pass a list of names")
     return {normalize_repo(n) for n in repos}
+
+
+def repo_list_benchmark(repos: Sequence[str] | str | Path) -> Benchmark:
+    """A repository list (`load_repo_list`) as a `Benchmark` for a manifest, the normalized
+    names as ids and texts: named after its file, or `verified_repos` when given inline."""
+    names = sorted(load_repo_list(repos))
+    if isinstance(repos, str | Path):
+        return Benchmark(Path(repos).stem, names, names, origin=str(repos), domain="swe")
+    return Benchmark("verified_repos", names, names, origin="params.verified_repos", domain="swe")
 
 
 def drop_verified_repos(
