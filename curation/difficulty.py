@@ -267,7 +267,7 @@ def difficulty_filter(
             )
         detail[f"decided_{measure}"] = value
     stats = {name: int((marked["reason"] == name).sum()) for name in ("too_easy", "too_hard")}
-    return decide(marked, "reason", detail=detail, stats=stats, counts=False)
+    return decide(marked, "reason", detail=detail, stats=stats, counts=())
 
 
 def easy_by_length(df: pl.DataFrame, *, label: str, min_tokens: int) -> StepResult:
@@ -277,8 +277,7 @@ def easy_by_length(df: pl.DataFrame, *, label: str, min_tokens: int) -> StepResu
     if column not in df.columns:
         raise ValueError(f"no {column!r}: measure {label!r} first (measure_pass_rates)")
     short = pl.col(column).fill_null(0) < min_tokens
-    dropped = df.filter(short).with_columns(pl.lit("easy_by_length").alias("reason"))
-    return StepResult(kept=df.filter(~short), dropped=dropped, stats={"dropped": dropped.height})
+    return decide(df, pl.when(short).then(pl.lit("easy_by_length")), counts=("dropped",))
 
 
 def majority_answer_check(
@@ -352,7 +351,7 @@ def majority_answer_check(
         .when(~pl.col("agrees"))
         .then(pl.lit("majority_mismatch"))
     )
-    result = decide(marked, reason, stats=counts, counts=False)
+    result = decide(marked, reason, stats=counts, counts=())
     result.stats["dropped"] = result.dropped.height
     return result
 
@@ -419,7 +418,7 @@ def response_filters(
             .otherwise(pl.col("reason"))
             .alias("reason")
         )
-    result = decide(frame.drop("_passed", strict=False), "reason", counts=False)
+    result = decide(frame.drop("_passed", strict=False), "reason", counts=())
     result.stats = {"kept": result.kept.height, **count_by(result.dropped, "reason")}
     return result
 
@@ -523,5 +522,5 @@ def disjoint_from(
         drop_only=("sft_row", "sft_match"),
         detail={"sft_dataset": pl.col("sft_row").str.split(":").list.first()},
         stats={"in_sft_set": marked.filter(in_sft).height},
-        counts=False,
+        counts=(),
     )

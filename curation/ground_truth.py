@@ -139,5 +139,5 @@ def ground_truth_check(
         pl.when(mismatch).then(pl.lit("ground_truth_mismatch")),
         drop_only=("ground_truth_detail",),
         stats=stats,
-        counts=False,
+        counts=(),
     )

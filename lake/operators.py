@@ -26,6 +26,8 @@ import polars as pl
 
 from lake.steps import StepResult
 
+COUNTS = ("rows_in", "rows_out", "dropped")
+
 
 def decide(
     measured: pl.DataFrame,
@@ -34,7 +36,7 @@ def decide(
     drop_only: Sequence[str] = (),
     detail: Mapping[str, pl.Expr] | None = None,
     stats: Mapping[str, object] | None = None,
-    counts: bool = True,
+    counts: Sequence[str] = COUNTS,
 ) -> StepResult:
     """Keep the rows whose `reason` is null, drop the others with it.
 
@@ -42,8 +44,8 @@ def decide(
     or the name of a column that already holds it. Dropped rows carry every column of
     `measured`, then `reason`, then the `detail` expressions (evaluated on dropped rows
     only); kept rows carry `measured`'s columns except `drop_only` (what only a drop needs
-    to say, such as the benchmark item matched). `stats` follow the counts, or stand alone
-    with `counts=False` (for steps whose funnel never had them).
+    to say, such as the benchmark item matched). `stats` follow the counts named in
+    `counts` (of `COUNTS`; a step whose stats never had some names fewer, or none).
     """
     column = reason if isinstance(reason, str) else "reason"
     marked = measured if isinstance(reason, str) else measured.with_columns(reason.alias(column))
@@ -54,9 +56,7 @@ def decide(
         dropped = dropped.rename({column: "reason"})
     if detail:
         dropped = dropped.with_columns(**detail)
-    if not counts:
-        return StepResult(kept=kept, dropped=dropped, stats=dict(stats or {}))
-    return counted(measured.height, kept, dropped, stats)
+    return counted(measured.height, kept, dropped, stats, counts=counts)
 
 
 def counted(
@@ -64,18 +64,17 @@ def counted(
     kept: pl.DataFrame,
     dropped: pl.DataFrame,
     stats: Mapping[str, object] | None = None,
+    *,
+    counts: Sequence[str] = COUNTS,
 ) -> StepResult:
-    """A step's result with its stats opening on `rows_in`, `rows_out` and `dropped`."""
-    return StepResult(
-        kept=kept,
-        dropped=dropped,
-        stats={
-            "rows_in": rows_in,
-            "rows_out": kept.height,
-            "dropped": dropped.height,
-            **(stats or {}),
-        },
-    )
+    """A step's result with its stats opening on the `counts` it names: `rows_in`,
+    `rows_out` and `dropped` unless told fewer."""
+    unknown = set(counts) - set(COUNTS)
+    if unknown:
+        raise ValueError(f"unknown counts {sorted(unknown)}; counts are {COUNTS}")
+    values = {"rows_in": rows_in, "rows_out": kept.height, "dropped": dropped.height}
+    opening = {name: values[name] for name in COUNTS if name in counts}
+    return StepResult(kept=kept, dropped=dropped, stats={**opening, **(stats or {})})
 
 
 def count_by(frame: pl.DataFrame, column: str) -> dict[object, int]:

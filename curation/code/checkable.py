@@ -64,6 +64,6 @@ def filter_checkable_by_tests(
         pl.Series("reason", reasons, dtype=pl.String),
         pl.Series("checkable_evidence", evidence, dtype=pl.String),
     )
-    result = decide(marked, "reason", drop_only=("checkable_evidence",), counts=False)
+    result = decide(marked, "reason", drop_only=("checkable_evidence",), counts=())
     result.stats = count_by(result.dropped, "reason")
     return result

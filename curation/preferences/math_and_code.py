@@ -173,7 +173,7 @@ def exclude_math_and_code(
         "by_category": by.count("category"),
         "by_content": by.count("content"),
     }
-    return decide(measured, "reason", drop_only=("excluded_by",), stats=stats, counts=False)
+    return decide(measured, "reason", drop_only=("excluded_by",), stats=stats, counts=())
 
 
 def _chosen(

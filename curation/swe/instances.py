@@ -329,8 +329,11 @@ def instances_from_prompts(df: pl.DataFrame, *, problem_column: str = "problem")
         pl.Series("error", errors, dtype=pl.String),
     )
     bad = pl.col("error").is_not_null()
-    dropped = measured.filter(bad).with_columns(pl.lit("malformed_instance").alias("reason"))
-    kept = measured.filter(~bad).drop("error")
-    return StepResult(
-        kept=kept, dropped=dropped, stats={"rows_in": df.height, "malformed": dropped.height}
+    result = decide(
+        measured,
+        pl.when(bad).then(pl.lit("malformed_instance")),
+        drop_only=("error",),
+        counts=("rows_in",),
     )
+    result.stats["malformed"] = result.dropped.height
+    return result

@@ -100,10 +100,11 @@ def build_localization_prompts(
         pl.Series("repo_error", errors, dtype=pl.String),
     )
     missing = pl.col("repo_error").is_not_null()
-    dropped = measured.filter(missing).with_columns(pl.lit("repo_unavailable").alias("reason"))
-    kept = measured.filter(~missing).drop("repo_error")
-    return StepResult(
-        kept=kept, dropped=dropped, stats={"rows_in": df.height, "dropped": dropped.height}
+    return decide(
+        measured,
+        pl.when(missing).then(pl.lit("repo_unavailable")),
+        drop_only=("repo_error",),
+        counts=("rows_in", "dropped"),
     )
 
 

@@ -92,12 +92,7 @@ def build_repair_prompts(
         pl.Series("__reason", [e[0] if e else None for e in errors], dtype=pl.String),
         pl.Series("repo_error", [e[1] if e else None for e in errors], dtype=pl.String),
     )
-    bad = pl.col("__reason").is_not_null()
-    dropped = measured.filter(bad).rename({"__reason": "reason"})
-    kept = measured.filter(~bad).drop("__reason", "repo_error")
-    return StepResult(
-        kept=kept, dropped=dropped, stats={"rows_in": df.height, "dropped": dropped.height}
-    )
+    return decide(measured, "__reason", drop_only=("repo_error",), counts=("rows_in", "dropped"))
 
 
 def score_repairs(
@@ -227,13 +222,11 @@ def select_repair_bucket(df: pl.DataFrame, *, bucket: Bucket = "hard") -> StepRe
     if "repair_bucket" not in df.columns:
         raise ValueError("select_repair_bucket needs repair_bucket: run measure_repair_buckets")
     names = {"sft": "repair_easy", "hard": "repair_hard", "none": "repair_unsolved"}
-    keep = pl.col("repair_bucket") == bucket
-    dropped = df.filter(~keep).with_columns(
-        pl.col("repair_bucket").replace_strict(names, return_dtype=pl.String).alias("reason")
-    )
-    kept = df.filter(keep)
-    return StepResult(
-        kept=kept, dropped=dropped, stats={"rows_in": df.height, "rows_out": kept.height}
+    other = pl.col("repair_bucket") != bucket
+    return decide(
+        df,
+        pl.when(other).then(pl.col("repair_bucket").replace_strict(names, return_dtype=pl.String)),
+        counts=("rows_in", "rows_out"),
     )
 
 

@@ -135,12 +135,11 @@ def build_testgen_prompts(
         pl.Series("prompt", prompts, dtype=pl.String),
         pl.Series("repo_error", errors, dtype=pl.String),
     )
-    bad = pl.col("repo_error").is_not_null()
-    dropped = measured.filter(bad).with_columns(pl.lit("repo_unavailable").alias("reason"))
-    return StepResult(
-        kept=measured.filter(~bad).drop("repo_error"),
-        dropped=dropped,
-        stats={"rows_in": df.height, "dropped": dropped.height},
+    return decide(
+        measured,
+        pl.when(pl.col("repo_error").is_not_null()).then(pl.lit("repo_unavailable")),
+        drop_only=("repo_error",),
+        counts=("rows_in", "dropped"),
     )
 
 
