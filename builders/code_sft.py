@@ -18,17 +18,19 @@ from typing import Any
 
 import polars as pl
 
+from builders.cleaning import decontamination, exact_dedup_step, near_dedup_step
 from builders.runner import Build, BuildError
 from curation.code.behaviour_dedup import decontaminate_by_behaviour, dedup_by_behaviour
-from curation.code.benchmark_tests import load_code_benchmarks
+from curation.code.benchmark_tests import load_code_benchmarks, tests_benchmark
 from curation.code.correctness import filter_by_correctness
 from curation.code.fields import lift_fields
-from curation.code.problem_ids import benchmark_key_frame, decontaminate_by_problem_id
+from curation.code.problem_ids import (
+    benchmark_key_frame,
+    decontaminate_by_problem_id,
+    load_url_list,
+)
 from curation.code.release_cutoff import drop_after_cutoff
 from curation.code.syntax_dedup import dedup_by_syntax
-from curation.decontaminate import decontaminate
-from curation.decontaminate.scan import decontamination_scope
-from curation.dedup import exact_dedup, near_dedup
 from curation.generate.samples import Sampler, sample_responses
 from lake.steps import Step
 
@@ -126,12 +128,7 @@ def problem_cleaning(params: dict[str, Any], build: Build) -> list[Step]:
             },
             scope="rows",
         ),
-        Step(
-            "decontaminate",
-            decontaminate,
-            {"benchmarks": benchmarks, "n": params["ngram"], "rule": params["decontam_rule"]},
-            scope=decontamination_scope(params["decontam_rule"]),
-        ),
+        decontamination(params, benchmarks),
         Step(
             "decontaminate_urls",
             decontaminate_by_problem_id,
@@ -144,19 +141,14 @@ def problem_cleaning(params: dict[str, Any], build: Build) -> list[Step]:
             {"benchmarks": behaviour, "id_column": "uid", **thresholds},
             scope="rows",
         ),
-        Step("exact_dedup", exact_dedup, {"id_column": "uid"}, partition="normalized_text"),
+        exact_dedup_step(),
         Step(
             "behaviour_dedup",
             dedup_by_behaviour,
             {"id_column": "uid", **thresholds},
             partition="io_cases",
         ),
-        Step(
-            "near_dedup",
-            near_dedup,
-            {"threshold": params["near_dup_threshold"], "id_column": "uid"},
-            partition="lsh_bands",
-        ),
+        near_dedup_step(params),
     ]
 
 
@@ -199,30 +191,39 @@ def _benchmark_dir(params: dict[str, Any]) -> Path | None:
 
 
 def _behaviour_benchmarks(params: dict[str, Any], build: Build) -> pl.DataFrame | list[str]:
-    """Benchmark items with their tests, from `behaviour_benchmark_files` in benchmark_dir."""
+    """Benchmark items with their tests, from `behaviour_benchmark_files` in benchmark_dir
+    (recorded for the manifest, one set per file)."""
     files = list(params["behaviour_benchmark_files"])
     if build.dry_run:
         return files
     where = _benchmark_dir(params) or Path(".")
+    paths = [where / f for f in files]
     try:
-        return load_code_benchmarks([where / f for f in files])
+        items = load_code_benchmarks(paths)
     except (FileNotFoundError, ValueError) as exc:
         raise BuildError(f"cannot load code benchmarks {files}: {exc}") from None
+    by_file = [
+        tests_benchmark(items.filter(pl.col("benchmark") == p.name.removesuffix(".jsonl")), p)
+        for p in paths
+    ]
+    build.record_benchmarks(by_file, kind="tests")
+    return items
 
 
 def _benchmark_urls(params: dict[str, Any], build: Build) -> pl.DataFrame | str:
-    """Evaluation problem URLs, one per line in `benchmark_url_file` (none when empty)."""
+    """Evaluation problem URLs, one per line in `benchmark_url_file` (none when empty;
+    recorded for the manifest)."""
     path = params["benchmark_url_file"]
     if build.dry_run:
         return path
-    urls: list[str] = []
-    if path:
-        try:
-            lines = Path(path).read_text(encoding="utf-8").splitlines()
-        except OSError as exc:
-            raise BuildError(f"benchmark_url_file {path}: {exc.strerror}") from None
-        urls = [u.strip() for u in lines if u.strip() and not u.startswith("#")]
-    return benchmark_key_frame(Path(path).stem if path else "none", urls)
+    if not path:
+        return benchmark_key_frame("none", [])
+    try:
+        urls = load_url_list(path)
+    except OSError as exc:
+        raise BuildError(f"benchmark_url_file {path}: {exc.strerror}") from None
+    build.record_benchmarks([urls], kind="urls")
+    return benchmark_key_frame(urls.name, urls.ids)
 
 
 def toy_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:

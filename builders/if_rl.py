@@ -21,11 +21,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from builders.cleaning import cleaning, disjoint_from_sft
 from builders.runner import Build
-from curation.decontaminate import decontaminate
-from curation.decontaminate.scan import decontamination_scope
-from curation.dedup import exact_dedup, near_dedup
-from curation.difficulty import difficulty_filter, disjoint_from
+from curation.difficulty import difficulty_filter
 from curation.generate.samples import Sampler
 from curation.instructions import attach_instructions, measure_instruction_pass_rates
 from lake.steps import Step
@@ -58,36 +56,9 @@ pass-rate step (else a sampler's settings: model, backend, k, temperature, ...).
 
 def steps(params: dict[str, Any], build: Build) -> list[Step]:
     """The recipe, top to bottom."""
-    benchmarks = build.load_benchmarks(params["benchmarks"], params["benchmark_dir"])
     recipe = [
-        Step(
-            "decontaminate",
-            decontaminate,
-            {"benchmarks": benchmarks, "n": params["ngram"], "rule": params["decontam_rule"]},
-            scope=decontamination_scope(params["decontam_rule"]),
-        ),
-        Step("exact_dedup", exact_dedup, {"id_column": "uid"}, partition="normalized_text"),
-        Step(
-            "near_dedup",
-            near_dedup,
-            {
-                "threshold": params["near_dup_threshold"],
-                "num_perm": params["num_perm"],
-                "id_column": "uid",
-            },
-            partition="lsh_bands",
-        ),
-    ]
-    if params["sft_datasets"]:
-        recipe.append(
-            Step(
-                "disjoint_from_sft",
-                disjoint_from,
-                {"lake": build.lake, "datasets": list(params["sft_datasets"])},
-                partition="lsh_bands",
-            )
-        )
-    recipe.append(
+        *cleaning(params, build),
+        *disjoint_from_sft(params, build),
         Step(
             "attach_instructions",
             attach_instructions,
@@ -99,8 +70,8 @@ def steps(params: dict[str, Any], build: Build) -> list[Step]:
                 "max_prompt_words": params["max_prompt_words"],
             },
             scope="rows",
-        )
-    )
+        ),
+    ]
     if params["policy"]:
         recipe += [
             Step(

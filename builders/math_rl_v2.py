@@ -20,16 +20,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from builders.cleaning import cleaning, disjoint_from_sft
 from builders.runner import Build
-from curation.decontaminate import decontaminate
-from curation.decontaminate.scan import decontamination_scope
-from curation.dedup import exact_dedup, near_dedup
-from curation.difficulty import (
-    difficulty_filter,
-    disjoint_from,
-    majority_answer_check,
-    measure_pass_rates,
-)
+from curation.difficulty import difficulty_filter, majority_answer_check, measure_pass_rates
 from curation.filters import DEFAULT_RULES, filter_math_rl_prompts
 from curation.generate.samples import Sampler
 from lake.steps import Step
@@ -71,26 +64,9 @@ DEFAULTS: dict[str, Any] = {
 
 def steps(params: dict[str, Any], build: Build) -> list[Step]:
     """The recipe, top to bottom."""
-    benchmarks = build.load_benchmarks(params["benchmarks"], params["benchmark_dir"])
     recipe = [
         Step("rule_filters", filter_math_rl_prompts, {"rules": params["rules"]}, scope="rows"),
-        Step(
-            "decontaminate",
-            decontaminate,
-            {"benchmarks": benchmarks, "n": params["ngram"], "rule": params["decontam_rule"]},
-            scope=decontamination_scope(params["decontam_rule"]),
-        ),
-        Step("exact_dedup", exact_dedup, {"id_column": "uid"}, partition="normalized_text"),
-        Step(
-            "near_dedup",
-            near_dedup,
-            {
-                "threshold": params["near_dup_threshold"],
-                "num_perm": params["num_perm"],
-                "id_column": "uid",
-            },
-            partition="lsh_bands",
-        ),
+        *cleaning(params, build),
     ]
     if params["teacher"]:
         recipe.append(
@@ -117,16 +93,7 @@ def steps(params: dict[str, Any], build: Build) -> list[Step]:
                 scope="rows",
             ),
         ]
-    if params["sft_datasets"]:
-        recipe.append(
-            Step(
-                "disjoint_from_sft",
-                disjoint_from,
-                {"lake": build.lake, "datasets": params["sft_datasets"]},
-                partition="lsh_bands",
-            )
-        )
-    return recipe
+    return [*recipe, *disjoint_from_sft(params, build)]
 
 
 def demo_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:

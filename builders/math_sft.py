@@ -19,10 +19,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from builders.cleaning import cleaning
 from builders.runner import Build
-from curation.decontaminate import decontaminate
-from curation.decontaminate.scan import decontamination_scope
-from curation.dedup import exact_dedup, near_dedup
 from curation.difficulty import response_filters
 from curation.generate.samples import Sampler, sample_responses
 from lake.steps import Step
@@ -62,22 +60,7 @@ def steps(params: dict[str, Any], build: Build) -> list[Step]:
 
 def prompt_cleaning(params: dict[str, Any], build: Build) -> list[Step]:
     """SFT decontamination (any shared 9-gram), then exact and near dedup."""
-    benchmarks = build.load_benchmarks(params["benchmarks"], params["benchmark_dir"])
-    return [
-        Step(
-            "decontaminate",
-            decontaminate,
-            {"benchmarks": benchmarks, "n": params["ngram"], "rule": "literal"},
-            scope=decontamination_scope("literal"),
-        ),
-        Step("exact_dedup", exact_dedup, {"id_column": "uid"}, partition="normalized_text"),
-        Step(
-            "near_dedup",
-            near_dedup,
-            {"threshold": params["near_dup_threshold"], "id_column": "uid"},
-            partition="lsh_bands",
-        ),
-    ]
+    return cleaning(params, build, rule="literal")
 
 
 def teacher_responses(params: dict[str, Any], build: Build) -> list[Step]:

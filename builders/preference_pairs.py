@@ -26,10 +26,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from builders.cleaning import decontamination, exact_dedup_step, near_dedup_step
 from builders.runner import Build, BuildError
-from curation.decontaminate import decontaminate
-from curation.decontaminate.scan import decontamination_scope
-from curation.dedup import exact_dedup, near_dedup
 from curation.preferences import (
     HELPSTEER2_ATTRIBUTES,
     group_rated_responses,
@@ -70,35 +68,9 @@ def steps(params: dict[str, Any], build: Build) -> list[Step]:
     benchmarks = build.load_benchmarks(params["benchmarks"], params["benchmark_dir"])
     return [
         *human_pairs(params),
-        Step(
-            "decontaminate",
-            decontaminate,
-            {
-                "benchmarks": benchmarks,
-                "n": params["ngram"],
-                "rule": params["decontam_rule"],
-                "text_column": "context_text",
-            },
-            scope=decontamination_scope(params["decontam_rule"]),
-        ),
-        Step(
-            "exact_dedup",
-            exact_dedup,
-            {"text_column": "pair_text", "id_column": "uid", "reference_columns": ()},
-            partition="normalized_text",
-        ),
-        Step(
-            "near_dedup",
-            near_dedup,
-            {
-                "text_column": "pair_text",
-                "id_column": "uid",
-                "threshold": params["near_dup_threshold"],
-                "num_perm": params["num_perm"],
-                "keep_apart": (),
-            },
-            partition="lsh_bands",
-        ),
+        decontamination(params, benchmarks, text_column="context_text"),
+        exact_dedup_step(text_column="pair_text", reference_columns=()),
+        near_dedup_step(params, text_column="pair_text", keep_apart=()),
         Step("pair_columns", select_pair_columns, scope="rows"),
     ]
 

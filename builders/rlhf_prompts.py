@@ -25,11 +25,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from builders.cleaning import (
+    decontamination,
+    disjoint_from_sft,
+    exact_dedup_step,
+    near_dedup_step,
+)
 from builders.runner import Build
-from curation.decontaminate import decontaminate
-from curation.decontaminate.scan import decontamination_scope
-from curation.dedup import exact_dedup, near_dedup
-from curation.difficulty import disjoint_from
 from curation.preferences import (
     CODE_RULES,
     MATH_RULES,
@@ -67,10 +69,10 @@ ArenaHard jsonl with a `problem` field, ...) by path."""
 def steps(params: dict[str, Any], build: Build) -> list[Step]:
     """The recipe, top to bottom."""
     benchmarks = build.load_benchmarks(params["benchmarks"], params["benchmark_dir"])
-    context = {"text_column": "context_text", "id_column": "uid"}
+    context = "context_text"
     recipe = [
         Step("prompts_from_pairs", prompts_from_pairs, scope="rows"),
-        Step("same_prompt", exact_dedup, context, partition="normalized_text"),
+        exact_dedup_step(name="same_prompt", text_column=context),
         Step(
             "exclude_math_and_code",
             exclude_math_and_code,
@@ -82,38 +84,10 @@ def steps(params: dict[str, Any], build: Build) -> list[Step]:
             },
             scope="rows",
         ),
-        Step(
-            "decontaminate",
-            decontaminate,
-            {
-                "benchmarks": benchmarks,
-                "n": params["ngram"],
-                "rule": params["decontam_rule"],
-                "text_column": "context_text",
-            },
-            scope=decontamination_scope(params["decontam_rule"]),
-        ),
-        Step(
-            "near_dedup",
-            near_dedup,
-            {
-                **context,
-                "threshold": params["near_dup_threshold"],
-                "num_perm": params["num_perm"],
-                "keep_apart": ("numbers",),
-            },
-            partition="lsh_bands",
-        ),
+        decontamination(params, benchmarks, text_column=context),
+        near_dedup_step(params, text_column=context, keep_apart=("numbers",)),
+        *disjoint_from_sft(params, build),
     ]
-    if params["sft_datasets"]:
-        recipe.append(
-            Step(
-                "disjoint_from_sft",
-                disjoint_from,
-                {"lake": build.lake, "datasets": list(params["sft_datasets"])},
-                partition="lsh_bands",
-            )
-        )
     if params["size"]:
         recipe.append(
             Step("subsample", subsample, {"size": params["size"], "seed": params["seed"]})

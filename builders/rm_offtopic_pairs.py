@@ -25,10 +25,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from builders.cleaning import cleaning
 from builders.runner import Build, BuildError
-from curation.decontaminate import decontaminate
-from curation.decontaminate.scan import decontamination_scope
-from curation.dedup import exact_dedup, near_dedup
 from curation.generate.samples import Sampler
 from curation.preferences import (
     JUDGE_INSTRUCTION,
@@ -94,27 +92,9 @@ def steps(params: dict[str, Any], build: Build) -> list[Step]:
         missing = [n for n in names if "{" + n + "}" not in params[key]]
         if missing:
             raise BuildError(f"{key} must contain {', '.join('{' + n + '}' for n in missing)}")
-    benchmarks = build.load_benchmarks(params["benchmarks"], params["benchmark_dir"])
     table = {"lake": build.lake, "table": params["generations_table"]}
     return [
-        Step(
-            "decontaminate",
-            decontaminate,
-            {"benchmarks": benchmarks, "n": params["ngram"], "rule": params["decontam_rule"]},
-            scope=decontamination_scope(params["decontam_rule"]),
-        ),
-        Step("exact_dedup", exact_dedup, {"id_column": "uid"}, partition="normalized_text"),
-        Step(
-            "near_dedup",
-            near_dedup,
-            {
-                "threshold": params["near_dup_threshold"],
-                "num_perm": params["num_perm"],
-                "id_column": "uid",
-                "keep_apart": ("numbers",),
-            },
-            partition="lsh_bands",
-        ),
+        *cleaning(params, build, keep_apart=("numbers",)),
         Step(
             "rewrite",
             rewrite_prompts,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,7 +19,7 @@ from types import ModuleType
 from typing import Any
 
 from builders.publish.report import write_report
-from curation.benchmarks import load_benchmarks
+from curation.benchmarks import Benchmark, load_benchmarks
 from curation.ingest import ingest
 from lake.catalog import Lake
 from lake.provenance import code_version
@@ -65,13 +65,22 @@ class Build:
             loaded = load_benchmarks(names, local_dir=benchmark_dir or None)
         except (FileNotFoundError, KeyError, ValueError) as exc:
             raise BuildError(f"cannot load benchmarks {names}: {exc}") from None
+        self.record_benchmarks(loaded)
+        return loaded
+
+    def record_benchmarks(self, loaded: Sequence[Benchmark], kind: str = "texts") -> None:
+        """Record benchmark sets a step compares rows with, for the manifest: every set a
+        recipe loads itself (code tests, URL lists) goes through here too."""
         self.benchmarks += [
             BenchmarkUsed(
-                name=b.name, items=len(b.ids), content_hash=b.content_hash, origin=b.origin
+                name=b.name,
+                items=len(b.ids),
+                content_hash=b.content_hash,
+                origin=b.origin,
+                kind=kind,  # type: ignore[arg-type]
             )
             for b in loaded
         ]
-        return loaded
 
 
 @dataclass

@@ -72,7 +72,7 @@ def steps(params: dict[str, Any], build: Build) -> list[Step]:
         k=1,
     )
     return [
-        *instance_steps(params),
+        *instance_steps(params, build),
         Step(
             "repair_buckets",
             measure_repair_buckets,

@@ -31,6 +31,7 @@ from curation.swe.instances import (
     dedup_repo_commit,
     drop_verified_repos,
     instances_from_prompts,
+    repo_list_benchmark,
 )
 from curation.swe.localization import build_localization_prompts, filter_localization
 from curation.swe.repair import build_repair_prompts, score_repairs, select_sft_repairs
@@ -79,7 +80,7 @@ def steps(params: dict[str, Any], build: Build) -> list[Step]:
     repos = checked_repos_dir(params, build)
     teacher = teacher_sampler(params, build, prompt_column="prompt", id_column="uid")
     return [
-        *instance_steps(params),
+        *instance_steps(params, build),
         *{
             "localization": lambda: [
                 Step(
@@ -129,11 +130,17 @@ def steps(params: dict[str, Any], build: Build) -> list[Step]:
     ]
 
 
-def instance_steps(params: dict[str, Any]) -> list[Step]:
-    """The rules every SWE source goes through (shared with swe_rl)."""
+def instance_steps(params: dict[str, Any], build: Build) -> list[Step]:
+    """The rules every SWE source goes through (shared with swe_rl); the repository list
+    instances are kept apart from is recorded for the manifest."""
     verified = params["verified_repos"]
     if isinstance(verified, list) and len(verified) == 1 and Path(verified[0]).is_file():
         verified = verified[0]  # `--set verified_repos=FILE`
+    if not build.dry_run:
+        try:
+            build.record_benchmarks([repo_list_benchmark(verified)], kind="repos")
+        except (OSError, ValueError) as exc:
+            raise BuildError(f"verified_repos: {exc}") from None
     return [
         Step("instances", instances_from_prompts, scope="rows"),
         Step(

@@ -34,6 +34,7 @@ from curation.generate.plan import plan_jobs
 from curation.generate.run import generate_to_lake
 from curation.generate.samples import Sampler, sample_responses
 from lake import Lake, StepResult
+from lake.operators import decide
 
 MODES = ("think", "no_think")
 
@@ -139,10 +140,7 @@ def reply_mode_check(df: pl.DataFrame) -> StepResult:
         .when((pl.col("mode") == "no_think") & has_reasoning)
         .then(pl.lit("unexpected_reasoning"))
     )
-    marked = df.with_columns(reason.alias("reason"))
-    dropped = marked.filter(pl.col("reason").is_not_null())
-    kept = marked.filter(pl.col("reason").is_null()).drop("reason")
-    return StepResult(kept=kept, dropped=dropped, stats={"dropped": dropped.height})
+    return decide(df, reason, counts=("dropped",))
 
 
 def require_parallel_modes(df: pl.DataFrame, *, modes: Sequence[str] = MODES) -> StepResult:
@@ -158,9 +156,9 @@ def require_parallel_modes(df: pl.DataFrame, *, modes: Sequence[str] = MODES) ->
         .then(pl.lit("unpaired"))
         .alias("reason")
     )
-    dropped = marked.filter(pl.col("reason").is_not_null())
-    kept = marked.filter(pl.col("reason").is_null()).drop("reason", "modes_left")
-    return StepResult(kept=kept, dropped=dropped, stats={"unpaired": dropped.height})
+    result = decide(marked, "reason", drop_only=("modes_left",), counts=())
+    result.stats["unpaired"] = result.dropped.height
+    return result
 
 
 def _reply(answer: str, reasoning: str | None) -> dict[str, str]:

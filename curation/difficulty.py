@@ -29,6 +29,7 @@ from curation.generate.samples import Sampler, generations_for
 from curation.verify.rewards import verifier_named
 from curation.verify.table import verify_frame
 from lake.catalog import Lake
+from lake.operators import count_by, decide
 from lake.steps import StepResult
 
 DIFFICULTY_TABLE = "difficulty"
@@ -241,7 +242,6 @@ def difficulty_filter(
     for name, _, condition in reversed(rules):
         reason = pl.when(condition.fill_null(False)).then(pl.lit(name)).otherwise(reason)
     marked = df.with_columns(reason.alias("reason"))
-    dropped = marked.filter(pl.col("reason").is_not_null())
     details = []
     for name, label, _ in rules:
         details.append(
@@ -254,7 +254,7 @@ def difficulty_filter(
                 )
             )
         )
-    dropped = dropped.with_columns(pl.coalesce(details).alias("difficulty_evidence"))
+    detail = {"difficulty_evidence": pl.coalesce(details)}
     # The deciding model's counts, as their own detail fields (the label's columns are input
     # columns, which the drop detail leaves out).
     for measure in ("correct", "k", "pass_rate"):
@@ -265,13 +265,9 @@ def difficulty_filter(
                 if value is None
                 else value.when(pl.col("reason") == name).then(pl.col(f"{label}_{measure}"))
             )
-        dropped = dropped.with_columns(value.alias(f"decided_{measure}"))
-    kept = marked.filter(pl.col("reason").is_null()).drop("reason")
-    stats = {
-        "too_easy": int((dropped["reason"] == "too_easy").sum()),
-        "too_hard": int((dropped["reason"] == "too_hard").sum()),
-    }
-    return StepResult(kept=kept, dropped=dropped, stats=stats)
+        detail[f"decided_{measure}"] = value
+    stats = {name: int((marked["reason"] == name).sum()) for name in ("too_easy", "too_hard")}
+    return decide(marked, "reason", detail=detail, stats=stats, counts=())
 
 
 def easy_by_length(df: pl.DataFrame, *, label: str, min_tokens: int) -> StepResult:
@@ -281,8 +277,7 @@ def easy_by_length(df: pl.DataFrame, *, label: str, min_tokens: int) -> StepResu
     if column not in df.columns:
         raise ValueError(f"no {column!r}: measure {label!r} first (measure_pass_rates)")
     short = pl.col(column).fill_null(0) < min_tokens
-    dropped = df.filter(short).with_columns(pl.lit("easy_by_length").alias("reason"))
-    return StepResult(kept=df.filter(~short), dropped=dropped, stats={"dropped": dropped.height})
+    return decide(df, pl.when(short).then(pl.lit("easy_by_length")), counts=("dropped",))
 
 
 def majority_answer_check(
@@ -356,10 +351,9 @@ def majority_answer_check(
         .when(~pl.col("agrees"))
         .then(pl.lit("majority_mismatch"))
     )
-    marked = marked.with_columns(reason.alias("reason"))
-    kept = marked.filter(pl.col("reason").is_null()).drop("reason")
-    dropped = marked.filter(pl.col("reason").is_not_null())
-    return StepResult(kept=kept, dropped=dropped, stats={**counts, "dropped": dropped.height})
+    result = decide(marked, reason, stats=counts, counts=())
+    result.stats["dropped"] = result.dropped.height
+    return result
 
 
 def _vote_key(response: str, extract, key) -> str | None:
@@ -424,10 +418,9 @@ def response_filters(
             .otherwise(pl.col("reason"))
             .alias("reason")
         )
-    kept = frame.filter(pl.col("reason").is_null()).drop("reason", "_passed", strict=False)
-    dropped = frame.filter(pl.col("reason").is_not_null()).drop("_passed", strict=False)
-    by_reason = dict(dropped.group_by("reason").len().iter_rows()) if dropped.height else {}
-    return StepResult(kept=kept, dropped=dropped, stats={"kept": kept.height, **by_reason})
+    result = decide(frame.drop("_passed", strict=False), "reason", counts=())
+    result.stats = {"kept": result.kept.height, **count_by(result.dropped, "reason")}
+    return result
 
 
 def _has_reference(df: pl.DataFrame, field: str) -> pl.Series:
@@ -522,9 +515,12 @@ def disjoint_from(
         )
     )
     marked = df.join(hits, on="uid", how="left")
-    dropped = marked.filter(pl.col("sft_row").is_not_null()).with_columns(
-        pl.col("sft_row").str.split(":").list.first().alias("sft_dataset"),
-        pl.lit("in_sft_set").alias("reason"),
+    in_sft = pl.col("sft_row").is_not_null()
+    return decide(
+        marked,
+        pl.when(in_sft).then(pl.lit("in_sft_set")),
+        drop_only=("sft_row", "sft_match"),
+        detail={"sft_dataset": pl.col("sft_row").str.split(":").list.first()},
+        stats={"in_sft_set": marked.filter(in_sft).height},
+        counts=(),
     )
-    kept = marked.filter(pl.col("sft_row").is_null()).drop("sft_row", "sft_match")
-    return StepResult(kept=kept, dropped=dropped, stats={"in_sft_set": dropped.height})

@@ -42,6 +42,7 @@ from typing import Any
 
 import polars as pl
 
+from lake.operators import decide
 from lake.steps import StepResult
 
 # -- text preparation ------------------------------------------------------------------
@@ -675,19 +676,19 @@ def filter_math_rl_prompts(
     decided = measured.with_columns(
         reason.alias("reason"), evidence.alias("evidence"), flagged_by.alias("flagged_by")
     )
-    is_dropped = pl.col("reason").is_not_null()
-    kept = decided.filter(~is_dropped).select(df.columns)
-    dropped = decided.filter(is_dropped).select([*df.columns, "reason", "flagged_by", "evidence"])
+    drops = decided.get_column("reason").drop_nulls().value_counts()
     stats: dict[str, object] = {
-        "rows_in": df.height,
-        "rows_out": kept.height,
         "rules": rules,
         "flags": {name: int(flag_matrix.get_column(name).sum()) for name in rules},
-        "drops": {
-            name: int(n) for name, n in dropped.get_column("reason").value_counts().iter_rows()
-        },
+        "drops": {name: int(n) for name, n in drops.iter_rows()},
     }
-    return StepResult(kept=kept, dropped=dropped, stats=stats)
+    return decide(
+        decided.select([*df.columns, "reason", "flagged_by", "evidence"]),
+        "reason",
+        drop_only=("flagged_by", "evidence"),
+        stats=stats,
+        counts=("rows_in", "rows_out"),
+    )
 
 
 def apply_rule(df: pl.DataFrame, name: str, **params: Any) -> StepResult:

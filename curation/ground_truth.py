@@ -21,6 +21,7 @@ import polars as pl
 from curation.verify.math import MathVerifier, default_math_verifier, extract_boxed
 from curation.verify.result import final_answer_part
 from lake import StepResult
+from lake.operators import decide
 
 _STATED = re.compile(
     r"(?:final\s+)?answer\s*(?:is|:)\s*[:\-]?\s*(?:\*\*)?\(?(?P<answer>[^\n]*?)\)?(?:\*\*)?\s*\.?\s*$",
@@ -123,16 +124,20 @@ def ground_truth_check(
         pl.Series("reference_kind", kinds, dtype=pl.String),
         pl.Series("extracted_answer", answers, dtype=pl.String),
         pl.Series("ground_truth_match", matches, dtype=pl.Boolean),
+        pl.Series("ground_truth_detail", details, dtype=pl.String),
     )
     mismatch = pl.col("ground_truth_match").eq(False).fill_null(False)
-    dropped = marked.with_columns(pl.Series("ground_truth_detail", details, dtype=pl.String))
-    dropped = dropped.filter(mismatch).with_columns(pl.lit("ground_truth_mismatch").alias("reason"))
-    kept = marked.filter(~mismatch)
     stats = {
         "judged": sum(m is not None for m in matches),
         "mcq": kinds.count("mcq"),
         "math": kinds.count("math"),
         "undecided": sum(k is not None and m is None for k, m in zip(kinds, matches, strict=True)),
-        "mismatch": dropped.height,
+        "mismatch": sum(m is False for m in matches),
     }
-    return StepResult(kept=kept, dropped=dropped, stats=stats)
+    return decide(
+        marked,
+        pl.when(mismatch).then(pl.lit("ground_truth_mismatch")),
+        drop_only=("ground_truth_detail",),
+        stats=stats,
+        counts=(),
+    )

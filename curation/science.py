@@ -29,6 +29,7 @@ from curation.filters import measure_multiple_choice
 from curation.generate.backend import Backend
 from curation.generate.samples import Sampler, sample_responses
 from lake import Lake, StepResult
+from lake.operators import decide
 
 
 def chat_prompt_text(df: pl.DataFrame, *, prompt_column: str = "problem") -> StepResult:
@@ -168,8 +169,10 @@ def option_walkthrough(
         pl.Series("mcq_options", [len(o) for o in labels], dtype=pl.Int64),
         pl.Series("options_discussed", [len(d) for d in discussed], dtype=pl.Int64),
     )
-    flag = pl.Series(walked, dtype=pl.Boolean)
-    dropped = marked.filter(flag).with_columns(pl.lit("option_walkthrough").alias("reason"))
-    kept = marked.filter(~flag)
-    stats = {"mcq_responses": sum(len(o) >= min_options for o in labels), "walked": dropped.height}
-    return StepResult(kept=kept, dropped=dropped, stats=stats)
+    stats = {"mcq_responses": sum(len(o) >= min_options for o in labels), "walked": sum(walked)}
+    return decide(
+        marked,
+        pl.when(pl.Series(walked, dtype=pl.Boolean)).then(pl.lit("option_walkthrough")),
+        stats=stats,
+        counts=(),
+    )

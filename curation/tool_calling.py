@@ -44,6 +44,7 @@ from curation.generate.plan import plan_jobs
 from curation.generate.run import generate_to_lake
 from curation.generate.samples import Sampler
 from lake import Lake, StepResult
+from lake.operators import decide
 from schemas.tool_calls import (
     TOOL_RESPONSE_CLOSE,
     TOOL_RESPONSE_OPEN,
@@ -438,6 +439,8 @@ def _replies(lake: Lake, table: str, ids: set[str]) -> dict[str, dict[str, Any]]
 
 def conversation_length(df: pl.DataFrame, *, max_tokens: int) -> StepResult:
     """Drop `too_long`: conversations whose `conversation_tokens` exceed the stage's limit."""
-    over = pl.col("conversation_tokens") > max_tokens
-    dropped = df.filter(over).with_columns(pl.lit("too_long").alias("reason"))
-    return StepResult(kept=df.filter(~over), dropped=dropped, stats={"too_long": dropped.height})
+    result = decide(
+        df, pl.when(pl.col("conversation_tokens") > max_tokens).then(pl.lit("too_long")), counts=()
+    )
+    result.stats["too_long"] = result.dropped.height
+    return result

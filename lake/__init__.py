@@ -1,4 +1,5 @@
-"""The floor: the lake (DuckLake catalog + cascade's versions), file utilities, the step contract.
+"""The floor: the lake (DuckLake catalog + cascade's versions), file utilities, the step contract
+and the small base operators build their results on (`decide`, `counted`).
 
 Names are imported lazily, so an operator that only needs `StepResult` does not load DuckDB.
 """
@@ -17,6 +18,9 @@ _EXPORTS = {
     "code_version": "provenance",
     "file_sha256": "files",
     "json_lines": "files",
+    "count_by": "operators",
+    "counted": "operators",
+    "decide": "operators",
     "Step": "steps",
     "StepResult": "steps",
     "drop_rows": "steps",

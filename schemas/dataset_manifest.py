@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -25,12 +26,19 @@ class SourceFile(BaseModel):
 
 
 class BenchmarkUsed(BaseModel):
+    """A benchmark set a build kept its rows apart from."""
+
     model_config = ConfigDict(extra="forbid")
 
     name: str
     items: int
     content_hash: str
     origin: str = Field(description="local file path or hub dataset id")
+    kind: Literal["texts", "tests", "urls", "repos"] = Field(
+        default="texts",
+        description="what was compared: the items' texts (word n-grams), their tests "
+        "(behaviour), their problem URLs or their repositories",
+    )
 
 
 class FunnelStep(BaseModel):

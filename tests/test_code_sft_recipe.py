@@ -180,3 +180,36 @@ def test_step_list_reads_like_the_recipe_without_loading_anything() -> None:
         "correctness",
         "syntax_dedup",
     ]
+
+
+def test_every_benchmark_and_url_list_reaches_the_manifest(tmp_path: Path) -> None:
+    """The 9-gram sets, the code benchmarks' tests and the URL list the recipe loads itself
+    are all recorded, and a report reads each back unchanged."""
+    from builders.publish.evidence import BenchmarkItems
+    from curation.code.benchmark_tests import load_code_benchmark
+
+    urls = tmp_path / "eval_urls.txt"
+    urls.write_text("# evaluation problems\nhttps://leetcode.com/problems/two-sum/\n")
+    params = {
+        **code_sft.DEFAULTS,
+        "benchmark_dir": str(DATA / "benchmarks"),
+        "benchmark_url_file": str(urls),
+    }
+    build = Build(lake=None, profile="default", workdir=tmp_path)
+    code_sft.steps(params, build)
+    recorded = {(b.kind, b.name): b.items for b in build.benchmarks}
+    assert set(recorded) == {
+        *(("texts", name) for name in code_sft.DEFAULTS["benchmarks"]),
+        *(
+            ("tests", f.removesuffix(".jsonl"))
+            for f in code_sft.DEFAULTS["behaviour_benchmark_files"]
+        ),
+        ("urls", "eval_urls"),
+    }
+    assert recorded[("urls", "eval_urls")] == 1
+    assert all(n > 0 for n in recorded.values())
+    reread = BenchmarkItems.from_manifest(build.benchmarks)
+    assert reread.problems == {}
+    assert reread.text("eval_urls", "https://leetcode.com/problems/two-sum/") is not None
+    tests = load_code_benchmark(DATA / "benchmarks" / "leetcode_test.jsonl")
+    assert reread.loaded["leetcode_test"].ids == tests["benchmark_id"].to_list()

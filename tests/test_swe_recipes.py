@@ -227,3 +227,18 @@ def test_step_lists_read_like_the_recipes() -> None:
         "localize",
         "rl_prompts",
     ]
+
+
+def test_the_verified_repository_list_reaches_the_manifest(tmp_path: Path) -> None:
+    """The instance rules both SWE recipes share record the repository list they keep
+    instances apart from: the built-in SWE-bench Verified list, or a file given instead."""
+    build = Build(lake=None, profile="default", workdir=tmp_path)
+    swe_sft.instance_steps(dict(swe_sft.DEFAULTS), build)
+    (repos,) = build.benchmarks
+    assert (repos.kind, repos.name, repos.items) == ("repos", "verified_repos", 12)
+    listed = tmp_path / "verified.txt"
+    listed.write_text("# SWE-bench Verified\ndjango/django\nsympy/sympy\n")
+    build = Build(lake=None, profile="default", workdir=tmp_path)
+    swe_sft.instance_steps({**swe_sft.DEFAULTS, "verified_repos": [str(listed)]}, build)
+    (repos,) = build.benchmarks
+    assert (repos.name, repos.items, repos.origin) == ("verified", 2, str(listed))

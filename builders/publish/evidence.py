@@ -21,6 +21,8 @@ import numpy as np
 import polars as pl
 
 from curation.benchmarks import Benchmark, load_jsonl_benchmark, resolve_name
+from curation.code.benchmark_tests import load_code_benchmark, tests_benchmark
+from curation.code.problem_ids import load_url_list
 from curation.decontaminate.tokens import tokenize
 from schemas.dataset_manifest import BenchmarkUsed
 
@@ -258,6 +260,19 @@ def _with_edges(text: str, words: list[re.Match[str]], segments: list[Segment]) 
 # -- benchmarks named in a manifest -------------------------------------------------------------
 
 
+def _reload(entry: BenchmarkUsed, path: Path) -> Benchmark:
+    """A manifest's benchmark set read again the way the build read it."""
+    if entry.kind == "tests":
+        return tests_benchmark(load_code_benchmark(path), path)
+    if entry.kind == "urls":
+        return load_url_list(path)
+    try:
+        spec = resolve_name(entry.name)
+    except ValueError:
+        spec = None
+    return load_jsonl_benchmark(path, spec)
+
+
 @dataclass
 class BenchmarkItems:
     """The benchmark items a report can show, from the files a manifest names."""
@@ -268,17 +283,16 @@ class BenchmarkItems:
     @classmethod
     def from_manifest(cls, used: Sequence[BenchmarkUsed]) -> BenchmarkItems:
         items = cls()
-        for entry in used:
+        # A set's texts first: a code benchmark's tests under the same name only fill a gap.
+        for entry in sorted(used, key=lambda e: e.kind != "texts"):
+            if entry.kind == "repos" or (entry.kind != "texts" and entry.name in items.loaded):
+                continue  # a repository drop names the repository itself
             path = Path(entry.origin)
             if "://" in entry.origin or not path.is_file():
                 items.problems[entry.name] = f"{entry.origin} is not a local file here"
                 continue
             try:
-                spec = resolve_name(entry.name)
-            except ValueError:
-                spec = None
-            try:
-                bench = load_jsonl_benchmark(path, spec)
+                bench = _reload(entry, path)
             except (OSError, ValueError) as exc:
                 items.problems[entry.name] = f"{entry.origin} cannot be read ({exc})"
                 continue

@@ -44,6 +44,7 @@ from scipy.sparse.csgraph import connected_components
 
 from curation.code.fields import field_values
 from curation.code.io_fingerprint import case_hash, io_cases
+from lake.operators import count_by, counted
 from lake.steps import StepResult
 
 PAIR_COLUMNS = {
@@ -296,9 +297,6 @@ def dedup_by_behaviour(
         pl.Series("cluster_size", sizes[drop_idx], dtype=pl.Int64),
     )
     stats = {
-        "rows_in": n,
-        "rows_out": int(is_rep.sum()),
-        "dropped": int(drop_idx.size),
         "rows_with_tests": int(cases["row"].n_unique()) if cases.height else 0,
         "unreadable_tests": sum(e is not None for e in errors),
         "candidate_pairs": pairs.height,
@@ -306,7 +304,7 @@ def dedup_by_behaviour(
         "clusters_with_duplicates": int((np.bincount(labels) > 1).sum()) if n else 0,
         "rule": asdict(rule),
     }
-    return StepResult(kept=measured.filter(pl.Series(is_rep)), dropped=dropped, stats=stats)
+    return counted(n, measured.filter(pl.Series(is_rep)), dropped, stats)
 
 
 def decontaminate_by_behaviour(
@@ -362,19 +360,12 @@ def decontaminate_by_behaviour(
     hit = best.get_column("same_task").fill_null(False)
     dropped = measured.filter(hit).with_columns(pl.lit("behaviour_contaminated").alias("reason"))
     stats = {
-        "rows_in": n,
-        "rows_out": n - dropped.height,
-        "dropped": dropped.height,
         "benchmark_items": benchmarks.height,
         "candidate_pairs": pairs.height,
-        "dropped_by_benchmark": dict(
-            dropped.group_by("benchmark").len().sort("benchmark").iter_rows()
-        )
-        if dropped.height
-        else {},
+        "dropped_by_benchmark": count_by(dropped, "benchmark"),
         "rule": asdict(rule),
     }
-    return StepResult(kept=measured.filter(~hit), dropped=dropped, stats=stats)
+    return counted(n, measured.filter(~hit), dropped, stats)
 
 
 def _components(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import polars as pl
 
+from curation.benchmarks import Benchmark
 from lake.files import json_lines
 
 ID_FIELDS = ("task_id", "id", "unique_id", "question_id", "name")
@@ -67,3 +68,17 @@ def load_code_benchmarks(paths: Sequence[str | Path]) -> pl.DataFrame:
     if not frames:
         raise ValueError("no code benchmark files given")
     return pl.concat(frames)
+
+
+def tests_benchmark(items: pl.DataFrame, origin: str | Path) -> Benchmark:
+    """One file's items (`load_code_benchmark`) as a `Benchmark`, for a manifest and a
+    report: each item's text is its statement and its tests, what behaviour
+    decontamination compares."""
+    texts = [f"{problem}\n\n{tests}" for problem, tests in items.select("problem", "tests").rows()]
+    return Benchmark(
+        Path(origin).name.removesuffix(".jsonl"),
+        items.get_column("benchmark_id").to_list(),
+        texts,
+        origin=str(origin),
+        domain="code",
+    )

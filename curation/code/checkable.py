@@ -16,6 +16,7 @@ import polars as pl
 
 from curation.code.fields import field_values
 from curation.verify.code import parse_tests
+from lake.operators import count_by, decide
 from lake.steps import StepResult
 
 INTERACTIVE = re.compile(
@@ -63,7 +64,6 @@ def filter_checkable_by_tests(
         pl.Series("reason", reasons, dtype=pl.String),
         pl.Series("checkable_evidence", evidence, dtype=pl.String),
     )
-    kept = marked.filter(pl.col("reason").is_null()).drop("reason", "checkable_evidence")
-    dropped = marked.filter(pl.col("reason").is_not_null())
-    counts = dict(dropped.group_by("reason").len().iter_rows()) if dropped.height else {}
-    return StepResult(kept=kept, dropped=dropped, stats=counts)
+    result = decide(marked, "reason", drop_only=("checkable_evidence",), counts=())
+    result.stats = count_by(result.dropped, "reason")
+    return result

@@ -18,6 +18,7 @@ import polars as pl
 from curation.code.fields import field_values
 from curation.verify.code import verify_code_batch
 from curation.verify.sandbox import Sandbox, SandboxLimits
+from lake.operators import decide
 from lake.steps import StepResult
 
 
@@ -107,16 +108,16 @@ def filter_by_correctness(
         .when(~pl.col("has_tests") & (pl.col("length_rank") > quota))
         .then(pl.lit("shorter_trace"))
     )
-    decided = measured.with_columns(reason.alias("reason")).drop("__group")
-    kept = decided.filter(pl.col("reason").is_null()).drop("reason")
-    dropped = decided.filter(pl.col("reason").is_not_null())
-    stats = {
-        "rows_in": df.height,
-        "rows_out": kept.height,
-        "dropped": dropped.height,
-        "tested": len(tested),
-        "passed": sum(p is True for p in passed),
-        "undecided": sum(passed[i] is None for i in tested),
-        "untested_kept": int(kept.get_column("has_tests").not_().sum()) if kept.height else 0,
-    }
-    return StepResult(kept=kept, dropped=dropped, stats=stats)
+    result = decide(
+        measured.with_columns(reason.alias("reason")).drop("__group"),
+        stats={
+            "tested": len(tested),
+            "passed": sum(p is True for p in passed),
+            "undecided": sum(passed[i] is None for i in tested),
+        },
+    )
+    kept = result.kept
+    result.stats["untested_kept"] = (
+        int(kept.get_column("has_tests").not_().sum()) if kept.height else 0
+    )
+    return result

@@ -21,11 +21,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import polars as pl
 
+from curation.benchmarks import Benchmark
 from curation.code.fields import field_values
+from lake.operators import decide
 from lake.steps import StepResult
 
 _CODEFORCES = re.compile(
@@ -141,17 +144,15 @@ def decontaminate_by_problem_id(
         pl.Series("problem_key", problem_keys(df, **fields), dtype=pl.String)
     ).with_row_index("__row")
     matched = measured.join(index, on="problem_key", how="left").sort("__row").drop("__row")
-    hit = matched.get_column("benchmark").is_not_null()
-    kept = matched.filter(~hit).drop("benchmark", "benchmark_id")
-    dropped = matched.filter(hit).with_columns(pl.lit("same_problem_id").alias("reason"))
-    stats = {
-        "rows_in": df.height,
-        "rows_out": kept.height,
-        "dropped": dropped.height,
-        "rows_with_key": int(matched.get_column("problem_key").is_not_null().sum()),
-        "benchmark_keys": index.height,
-    }
-    return StepResult(kept=kept, dropped=dropped, stats=stats)
+    return decide(
+        matched,
+        pl.when(pl.col("benchmark").is_not_null()).then(pl.lit("same_problem_id")),
+        drop_only=("benchmark", "benchmark_id"),
+        stats={
+            "rows_with_key": int(matched.get_column("problem_key").is_not_null().sum()),
+            "benchmark_keys": index.height,
+        },
+    )
 
 
 def benchmark_key_frame(name: str, urls: Sequence[str]) -> pl.DataFrame:
@@ -165,3 +166,11 @@ def benchmark_key_frame(name: str, urls: Sequence[str]) -> pl.DataFrame:
         },
         schema={"benchmark": pl.String, "benchmark_id": pl.String, "problem_key": pl.String},
     )
+
+
+def load_url_list(path: str | Path) -> Benchmark:
+    """Evaluation problem URLs, one per line (blank lines and `#` comments skipped), as a
+    `Benchmark` named after the file whose ids and texts are the URLs. OSError if unreadable."""
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    urls = [u.strip() for u in lines if u.strip() and not u.startswith("#")]
+    return Benchmark(Path(path).stem, urls, urls, origin=str(path), domain="code")

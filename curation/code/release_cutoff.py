@@ -15,6 +15,7 @@ from typing import Literal
 import polars as pl
 
 from curation.code.fields import field_values
+from lake.operators import decide
 from lake.steps import StepResult
 
 DEFAULT_CUTOFF = "2024-08-01"
@@ -66,22 +67,15 @@ def drop_after_cutoff(
     values = field_values(df, date_field, required=False)
     released = [_as_datetime(v, n, date_field) for n, v in enumerate(values)]
     measured = df.with_columns(pl.Series("released_at", released, dtype=pl.Datetime("us", "UTC")))
-    after = pl.col("released_at") > pl.lit(limit)
     unknown = pl.col("released_at").is_null()
-    drop = after.fill_null(False) | (unknown if undated == "drop" else pl.lit(False))
-    dropped = measured.filter(drop).with_columns(
-        pl.when(unknown)
-        .then(pl.lit("release_date_unknown"))
-        .otherwise(pl.lit("released_after_cutoff"))
-        .alias("reason"),
-        pl.lit(cutoff).alias("cutoff"),
+    reason = pl.when((pl.col("released_at") > pl.lit(limit)).fill_null(False)).then(
+        pl.lit("released_after_cutoff")
     )
-    kept = measured.filter(~drop)
-    stats = {
-        "rows_in": df.height,
-        "rows_out": kept.height,
-        "dropped": dropped.height,
-        "undated": sum(r is None for r in released),
-        "cutoff": cutoff,
-    }
-    return StepResult(kept=kept, dropped=dropped, stats=stats)
+    if undated == "drop":
+        reason = reason.when(unknown).then(pl.lit("release_date_unknown"))
+    return decide(
+        measured,
+        reason,
+        detail={"cutoff": pl.lit(cutoff)},
+        stats={"undated": sum(r is None for r in released), "cutoff": cutoff},
+    )

@@ -23,6 +23,7 @@ import xxhash
 from tree_sitter import Node
 
 from curation.verify.syntax import LANGUAGE_TAGS, code_blocks, parser_for
+from lake.operators import counted
 from lake.steps import StepResult
 
 COMMENTS = frozenset({"comment", "line_comment", "block_comment"})
@@ -170,9 +171,6 @@ def dedup_by_syntax(
         .drop("__row", "__first", "__twin")
     )
     stats = {
-        "rows_in": df.height,
-        "rows_out": kept.height,
-        "dropped": dropped.height,
         "without_program": sum(p is None for p in prints),
         "by_language": dict(
             measured.group_by("syntax_language")
@@ -182,4 +180,4 @@ def dedup_by_syntax(
             .iter_rows()
         ),
     }
-    return StepResult(kept=kept, dropped=dropped, stats=stats)
+    return counted(df.height, kept, dropped, stats)

@@ -29,6 +29,7 @@ from curation.decontaminate.rules import (
 )
 from curation.decontaminate.tokens import Tokens, tokenize
 from lake import StepResult
+from lake.operators import counted
 
 
 def decontamination_scope(rule: str | ContaminationRule) -> Literal["rows", "table"]:
@@ -218,9 +219,6 @@ def decontamination_result(
         )
     )
     stats: dict[str, object] = {
-        "rows_in": df.height,
-        "rows_out": kept.height,
-        "dropped": dropped.height,
         "overlapping_rows": measured.height,
         "dropped_by_benchmark": dict(
             dropped.group_by("benchmark").len().sort("benchmark").iter_rows()
@@ -230,4 +228,4 @@ def decontamination_result(
         "benchmarks": [b.manifest_entry() for b in index.benchmarks],
         "stock_ngrams": len(stock) if stock is not None else 0,
     }
-    return StepResult(kept=kept, dropped=dropped, stats=stats)
+    return counted(df.height, kept, dropped, stats)

@@ -11,6 +11,7 @@ import xxhash
 from curation.dedup.clusters import check_input, reference_mask, split_clusters
 from curation.dedup.normalize import shingle_text
 from lake import StepResult
+from lake.operators import counted
 
 
 def group_keys(norm: pl.Series) -> np.ndarray:
@@ -46,10 +47,5 @@ def exact_dedup(
         dropped = dropped.with_columns(
             pl.Series("exact_key", [xxhash.xxh3_64_hexdigest(k.encode()) for k in keys], pl.String)
         )
-    stats = {
-        "rows_in": df.height,
-        "rows_out": kept.height,
-        "dropped": dropped.height,
-        "clusters_with_duplicates": int((np.bincount(labels) > 1).sum()) if df.height else 0,
-    }
-    return StepResult(kept=kept, dropped=dropped, stats=stats)
+    clusters = int((np.bincount(labels) > 1).sum()) if df.height else 0
+    return counted(df.height, kept, dropped, {"clusters_with_duplicates": clusters})

@@ -23,6 +23,7 @@ from curation.dedup.signatures import (
 )
 from curation.sorted_sets import sorted_isin, sorted_union, sorted_unique
 from lake import StepResult
+from lake.operators import counted
 
 Verify = Literal["estimate", "exact", "none"]
 KEEP_APART_CHOICES = ("answer", "numbers")
@@ -320,9 +321,6 @@ def near_dedup(
         extra=extra,
     )
     stats = {
-        "rows_in": n,
-        "rows_out": kept.height,
-        "dropped": dropped.height,
         "bands": bands,
         "rows_per_band": rows,
         "threshold": threshold,
@@ -333,4 +331,4 @@ def near_dedup(
         "answerless_clusters_ambiguous": ambiguous,
         "keep_apart": list(keep_apart),
     }
-    return StepResult(kept=kept, dropped=dropped, stats=stats)
+    return counted(n, kept, dropped, stats)

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 import polars as pl
 
 from curation.preferences.contexts import ContextError, context_messages, user_text
+from lake.operators import decide
 from lake.steps import StepResult
 
 _I = re.IGNORECASE
@@ -162,13 +163,9 @@ def exclude_math_and_code(
     measured = df.with_columns(
         pl.Series("math_evidence", math_found, dtype=pl.String),
         pl.Series("code_evidence", code_found, dtype=pl.String),
+        pl.Series("reason", reasons, dtype=pl.String),
+        pl.Series("excluded_by", by, dtype=pl.String),
     )
-    excluded = pl.Series([r is not None for r in reasons])
-    dropped = measured.filter(excluded).with_columns(
-        pl.Series("reason", [r for r in reasons if r], dtype=pl.String),
-        pl.Series("excluded_by", [b for b in by if b], dtype=pl.String),
-    )
-    kept = measured.filter(~excluded)
     stats = {
         "rows_in": df.height,
         "math_prompt": reasons.count("math_prompt"),
@@ -176,7 +173,7 @@ def exclude_math_and_code(
         "by_category": by.count("category"),
         "by_content": by.count("content"),
     }
-    return StepResult(kept=kept, dropped=dropped, stats=stats)
+    return decide(measured, "reason", drop_only=("excluded_by",), stats=stats, counts=())
 
 
 def _chosen(

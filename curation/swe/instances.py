@@ -18,8 +18,10 @@ from typing import Any, Literal
 import polars as pl
 import xxhash
 
+from curation.benchmarks import Benchmark
 from curation.swe.repository import patch_files
 from lake.files import json_lines
+from lake.operators import count_by, counted, decide
 from lake.steps import StepResult
 from schemas.swe import SWE_INSTANCES
 
@@ -217,6 +219,15 @@ def load_repo_list(repos: Sequence[str] | str | Path) -> set[str]:
     return {normalize_repo(n) for n in repos}
 
 
+def repo_list_benchmark(repos: Sequence[str] | str | Path) -> Benchmark:
+    """A repository list (`load_repo_list`) as a `Benchmark` for a manifest, the normalized
+    names as ids and texts: named after its file, or `verified_repos` when given inline."""
+    names = sorted(load_repo_list(repos))
+    if isinstance(repos, str | Path):
+        return Benchmark(Path(repos).stem, names, names, origin=str(repos), domain="swe")
+    return Benchmark("verified_repos", names, names, origin="params.verified_repos", domain="swe")
+
+
 def drop_verified_repos(
     df: pl.DataFrame, *, verified_repos: Sequence[str] | str | Path = SWE_BENCH_VERIFIED_REPOS
 ) -> StepResult:
@@ -232,18 +243,14 @@ def drop_verified_repos(
         pl.col("repo").map_elements(normalize_repo, return_dtype=pl.String).alias("repo_key")
     )
     hit = pl.col("repo_key").is_in(pl.Series(sorted(blocked)).implode())
-    dropped = keyed.filter(hit).with_columns(pl.lit("verified_repo").alias("reason"))
-    kept = keyed.filter(~hit).drop("repo_key")
-    stats = {
-        "rows_in": df.height,
-        "rows_out": kept.height,
-        "dropped": dropped.height,
-        "verified_repos": len(blocked),
-        "dropped_by_repo": dict(dropped.group_by("repo_key").len().sort("repo_key").iter_rows())
-        if dropped.height
-        else {},
-    }
-    return StepResult(kept=kept, dropped=dropped, stats=stats)
+    result = decide(
+        keyed,
+        pl.when(hit).then(pl.lit("verified_repo")),
+        drop_only=("repo_key",),
+        stats={"verified_repos": len(blocked)},
+    )
+    result.stats["dropped_by_repo"] = count_by(result.dropped, "repo_key")
+    return result
 
 
 def dedup_repo_commit(
@@ -281,13 +288,7 @@ def dedup_repo_commit(
         .drop(*helpers)
         .with_columns(pl.lit("duplicate_repo_commit").alias("reason"))
     )
-    stats = {
-        "rows_in": df.height,
-        "rows_out": kept.height,
-        "dropped": dropped.height,
-        "repo_commits": winners.height,
-    }
-    return StepResult(kept=kept, dropped=dropped, stats=stats)
+    return counted(df.height, kept, dropped, {"repo_commits": winners.height})
 
 
 def instances_from_prompts(df: pl.DataFrame, *, problem_column: str = "problem") -> StepResult:
@@ -328,8 +329,11 @@ def instances_from_prompts(df: pl.DataFrame, *, problem_column: str = "problem")
         pl.Series("error", errors, dtype=pl.String),
     )
     bad = pl.col("error").is_not_null()
-    dropped = measured.filter(bad).with_columns(pl.lit("malformed_instance").alias("reason"))
-    kept = measured.filter(~bad).drop("error")
-    return StepResult(
-        kept=kept, dropped=dropped, stats={"rows_in": df.height, "malformed": dropped.height}
+    result = decide(
+        measured,
+        pl.when(bad).then(pl.lit("malformed_instance")),
+        drop_only=("error",),
+        counts=("rows_in",),
     )
+    result.stats["malformed"] = result.dropped.height
+    return result

@@ -16,6 +16,7 @@ import polars as pl
 
 from curation.swe.repository import RepositoryError, Snapshot, patch_files, repo_dir
 from curation.verify.result import final_answer_part
+from lake.operators import decide
 from lake.steps import StepResult
 
 LOCALIZATION_TEMPLATE = """You are given a GitHub issue and the file paths of the repository it was \
@@ -99,10 +100,11 @@ def build_localization_prompts(
         pl.Series("repo_error", errors, dtype=pl.String),
     )
     missing = pl.col("repo_error").is_not_null()
-    dropped = measured.filter(missing).with_columns(pl.lit("repo_unavailable").alias("reason"))
-    kept = measured.filter(~missing).drop("repo_error")
-    return StepResult(
-        kept=kept, dropped=dropped, stats={"rows_in": df.height, "dropped": dropped.height}
+    return decide(
+        measured,
+        pl.when(missing).then(pl.lit("repo_unavailable")),
+        drop_only=("repo_error",),
+        counts=("rows_in", "dropped"),
     )
 
 
@@ -151,15 +153,11 @@ def filter_localization(
         pl.Series("localization_recall", recall, dtype=pl.Float64),
     )
     good = pl.col("localization_recall").fill_null(0.0) >= min_recall
-    dropped = measured.filter(~good).with_columns(pl.lit("incomplete_localization").alias("reason"))
-    kept = measured.filter(good)
-    stats = {
-        "rows_in": df.height,
-        "rows_out": kept.height,
-        "dropped": dropped.height,
-        "mean_recall": float(measured.get_column("localization_recall").mean() or 0.0),
-    }
-    return StepResult(kept=kept, dropped=dropped, stats=stats)
+    return decide(
+        measured,
+        pl.when(~good).then(pl.lit("incomplete_localization")),
+        stats={"mean_recall": float(measured.get_column("localization_recall").mean() or 0.0)},
+    )
 
 
 def localize_files(

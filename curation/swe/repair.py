@@ -26,6 +26,7 @@ import polars as pl
 from curation.swe.localization import snapshots
 from curation.swe.repository import patch_files
 from curation.verify.swe import EditError, edits_patch, parse_repair, patch_similarity
+from lake.operators import count_by, decide
 from lake.steps import StepResult
 
 REPAIR_TEMPLATE = """Resolve the GitHub issue below by editing the repository files shown.
@@ -91,12 +92,7 @@ def build_repair_prompts(
         pl.Series("__reason", [e[0] if e else None for e in errors], dtype=pl.String),
         pl.Series("repo_error", [e[1] if e else None for e in errors], dtype=pl.String),
     )
-    bad = pl.col("__reason").is_not_null()
-    dropped = measured.filter(bad).rename({"__reason": "reason"})
-    kept = measured.filter(~bad).drop("__reason", "repo_error")
-    return StepResult(
-        kept=kept, dropped=dropped, stats={"rows_in": df.height, "dropped": dropped.height}
-    )
+    return decide(measured, "__reason", drop_only=("repo_error",), counts=("rows_in", "dropped"))
 
 
 def score_repairs(
@@ -210,24 +206,13 @@ def select_sft_repairs(
         )
     else:
         reason = pl.when(~good).then(pl.lit("low_similarity"))
-    decided = measured.with_columns(reason.alias("reason"))
-    kept = decided.filter(pl.col("reason").is_null()).drop("reason")
-    dropped = decided.filter(pl.col("reason").is_not_null()).with_columns(
-        pl.lit(threshold).alias("threshold"), pl.lit(rule).alias("rule")
+    by_bucket = count_by(measured.unique(group_column), "repair_bucket")
+    return decide(
+        measured,
+        reason,
+        detail={"threshold": pl.lit(threshold), "rule": pl.lit(rule)},
+        stats={"instances_by_bucket": by_bucket},
     )
-    stats = {
-        "rows_in": df.height,
-        "rows_out": kept.height,
-        "dropped": dropped.height,
-        "instances_by_bucket": dict(
-            measured.unique(group_column)
-            .group_by("repair_bucket")
-            .len()
-            .sort("repair_bucket")
-            .iter_rows()
-        ),
-    }
-    return StepResult(kept=kept, dropped=dropped, stats=stats)
 
 
 def select_repair_bucket(df: pl.DataFrame, *, bucket: Bucket = "hard") -> StepResult:
@@ -237,13 +222,11 @@ def select_repair_bucket(df: pl.DataFrame, *, bucket: Bucket = "hard") -> StepRe
     if "repair_bucket" not in df.columns:
         raise ValueError("select_repair_bucket needs repair_bucket: run measure_repair_buckets")
     names = {"sft": "repair_easy", "hard": "repair_hard", "none": "repair_unsolved"}
-    keep = pl.col("repair_bucket") == bucket
-    dropped = df.filter(~keep).with_columns(
-        pl.col("repair_bucket").replace_strict(names, return_dtype=pl.String).alias("reason")
-    )
-    kept = df.filter(keep)
-    return StepResult(
-        kept=kept, dropped=dropped, stats={"rows_in": df.height, "rows_out": kept.height}
+    other = pl.col("repair_bucket") != bucket
+    return decide(
+        df,
+        pl.when(other).then(pl.col("repair_bucket").replace_strict(names, return_dtype=pl.String)),
+        counts=("rows_in", "rows_out"),
     )
 
 

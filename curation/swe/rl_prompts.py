@@ -30,6 +30,7 @@ import xxhash
 from curation.swe.localization import snapshots
 from curation.swe.repair import REPAIR_TEMPLATE, render_files
 from curation.swe.repository import Snapshot, patch_files
+from lake.operators import count_by, decide
 from lake.steps import StepResult
 
 
@@ -179,17 +180,8 @@ def build_rl_prompts(
         *[pl.Series(name, [r[name] for r in records], dtype=t) for name, t in columns.items()],
         pl.lit(max_tokens).alias("token_budget"),
     )
-    bad = pl.col("reason").is_not_null()
-    kept = measured.filter(~bad).drop("reason", "repo_error")
-    dropped = measured.filter(bad)
-    stats = {
-        "rows_in": df.height,
-        "rows_out": kept.height,
-        "dropped": dropped.height,
-        "by_kind": dict(kept.group_by("prompt_kind").len().sort("prompt_kind").iter_rows())
-        if kept.height
-        else {},
-        "max_tokens": max_tokens,
-        "min_tokens": min_tokens,
-    }
-    return StepResult(kept=kept, dropped=dropped, stats=stats)
+    result = decide(measured, "reason", drop_only=("repo_error",))
+    result.stats.update(
+        by_kind=count_by(result.kept, "prompt_kind"), max_tokens=max_tokens, min_tokens=min_tokens
+    )
+    return result

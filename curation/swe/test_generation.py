@@ -36,6 +36,7 @@ from curation.verify.sandbox import (
     SandboxLimits,
     default_sandbox,
 )
+from lake.operators import decide
 from lake.steps import StepResult
 
 OUTCOMES = ("Issue reproduced", "Issue resolved", "Other issues")
@@ -134,12 +135,11 @@ def build_testgen_prompts(
         pl.Series("prompt", prompts, dtype=pl.String),
         pl.Series("repo_error", errors, dtype=pl.String),
     )
-    bad = pl.col("repo_error").is_not_null()
-    dropped = measured.filter(bad).with_columns(pl.lit("repo_unavailable").alias("reason"))
-    return StepResult(
-        kept=measured.filter(~bad).drop("repo_error"),
-        dropped=dropped,
-        stats={"rows_in": df.height, "dropped": dropped.height},
+    return decide(
+        measured,
+        pl.when(pl.col("repo_error").is_not_null()).then(pl.lit("repo_unavailable")),
+        drop_only=("repo_error",),
+        counts=("rows_in", "dropped"),
     )
 
 
@@ -244,14 +244,9 @@ def check_generated_tests(
         pl.Series("run_error", details, dtype=pl.String),
         pl.Series("reason", reasons, dtype=pl.String),
     )
-    kept = measured.filter(pl.col("reason").is_null()).drop("reason")
-    dropped = measured.filter(pl.col("reason").is_not_null())
     stats = {
-        "rows_in": df.height,
-        "rows_out": kept.height,
-        "dropped": dropped.height,
         "sandbox_runs": len(jobs),
         "reproduced_before": sum(o == "Issue reproduced" for o in before_col),
         "resolved_after": sum(o == "Issue resolved" for o in after_col),
     }
-    return StepResult(kept=kept, dropped=dropped, stats=stats)
+    return decide(measured, "reason", stats=stats)

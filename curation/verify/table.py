@@ -18,6 +18,7 @@ import polars as pl
 from curation.verify.result import Verdict
 from curation.verify.rewards import verifier_named
 from lake import StepResult
+from lake.operators import decide
 
 
 def verify_frame(
@@ -66,18 +67,12 @@ def verify_step(
     `keep_undecided`). Kept rows carry `passed`, `score` and `detail` too."""
     scored = verify_frame(df, kind, **fields)
     passed = pl.col("passed")
-    keep = passed.fill_null(keep_undecided)
-    kept = scored.filter(keep)
-    dropped = scored.filter(~keep).with_columns(
-        pl.when(passed.is_null())
-        .then(pl.lit("verify_undecided"))
-        .otherwise(pl.lit("verify_failed"))
-        .alias("reason")
-    )
+    why = pl.when(passed.is_null()).then(pl.lit("verify_undecided"))
+    reason = pl.when(~passed.fill_null(keep_undecided)).then(why.otherwise(pl.lit("verify_failed")))
     stats = {
-        "rows_in": scored.height,
         "passed": int(scored.get_column("passed").sum() or 0),
         "undecided": scored.get_column("passed").null_count(),
-        "kept": kept.height,
     }
-    return StepResult(kept=kept, dropped=dropped, stats=stats)
+    result = decide(scored, reason, stats=stats, counts=("rows_in",))
+    result.stats["kept"] = result.kept.height
+    return result
