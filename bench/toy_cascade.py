@@ -18,7 +18,7 @@ import json
 import time
 from pathlib import Path
 
-from builders.toy_judge import serve_toy_judge
+from builders.worlds.toy_judge import serve_toy_judge
 from training.runner import load_manifest, run_cascade
 from training.step_log import read_log
 

@@ -228,7 +228,7 @@ def _benchmark_urls(params: dict[str, Any], build: Build) -> pl.DataFrame | str:
 def toy_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
     """The toy world: tiny-function problems with tests, the strong toy coder as teacher, a
     toy benchmark (with two SFT problems copied in) and its URL list for decontamination."""
-    from builders.toy_profile import code_benchmark_dir, code_rows, toy_file, toy_models
+    from builders.worlds.toy_profile import code_benchmark_dir, code_rows, toy_file, toy_models
 
     strong = toy_models(workdir, "code")["strong"]
     bench = code_benchmark_dir(workdir)

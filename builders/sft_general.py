@@ -165,7 +165,7 @@ def _teacher(params: dict[str, Any], name: str, mode: str) -> Sampler:
 
 def toy_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
     """The toy world: chat requests and IF requests, the general toy teacher in both modes."""
-    from builders.toy_profile import general_sft_sources, toy_models
+    from builders.worlds.toy_profile import general_sft_sources, toy_models
 
     strong = toy_models(workdir, "general")["strong"]
     return general_sft_sources(workdir), {

@@ -108,8 +108,8 @@ def teacher_responses(params: dict[str, Any], build: Build) -> list[Step]:
 def toy_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
     """The toy world: arithmetic prompts, some as multiple choice, the strong toy model as
     the teacher (it was never taught options, so what it does with them is what it does)."""
-    from builders.toy_profile import toy_setup
-    from builders.toy_world import write_jsonl
+    from builders.worlds.toy_profile import toy_setup
+    from builders.worlds.toy_world import write_jsonl
 
     toy = toy_setup(workdir)
     rows = [

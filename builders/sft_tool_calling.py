@@ -88,7 +88,7 @@ def steps(params: dict[str, Any], build: Build) -> list[Step]:
 def toy_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
     """The toy tool world: generated calculator conversations of every pattern, answered by
     a teacher made of code (no toy model was ever taught to call tools)."""
-    from builders.toy_tools import TOY_TOOL_TEACHER, toy_tool_backend, write_toy_tool_sources
+    from builders.worlds.toy_tools import TOY_TOOL_TEACHER, toy_tool_backend, write_toy_tool_sources
 
     sources = write_toy_tool_sources(workdir / "toy_tool_conversations.jsonl")
     return [str(sources)], {

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from builders.toy_world import write_toy_files
+from builders.worlds.toy_world import write_toy_files
 from curation.verify import math_reward
 from training.runner import run_cascade
 from training.step_log import read_log

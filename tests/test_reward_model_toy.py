@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from builders.toy_world import STRONG, column_steps, sft_rows, toy_manifest, toy_problems
+from builders.worlds.toy_world import STRONG, column_steps, sft_rows, toy_manifest, toy_problems
 from training.pair_data import is_heldout
 from training.reward_model import read_eval
 from training.runner import run_cascade

@@ -25,8 +25,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from builders import toy_domains as td
-from builders.toy_world import (
+from builders.worlds import toy_domains as td
+from builders.worlds.toy_world import (
     STRONG,
     WEAK,
     ToyModelSpec,

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from builders.recipes import recipe_named
 from builders.runner import BuildReport, build_dataset, parse_overrides
-from builders.toy_profile import TEACHER_STEPS_FILE
+from builders.worlds.toy_profile import TEACHER_STEPS_FILE
 from lake.catalog import Lake
 
 
