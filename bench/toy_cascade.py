@@ -84,7 +84,7 @@ def main() -> None:
     timings = {}
     for control in (None, "shuffled-rewards"):
         start = time.perf_counter()
-        with serve_toy_judge():  # SWE RL's judge (`builders.toy_judge`)
+        with serve_toy_judge():  # SWE RL's judge (`builders.worlds.toy_judge`)
             run_cascade(
                 manifest, resume=True, lake_path=args.lake, show_progress=False, control=control
             )

@@ -130,7 +130,7 @@ def steps(params: dict[str, Any], build: Build) -> list[Step]:
 
 
 def toy_profile(workdir: Path, split: str = "rl") -> tuple[list[str], dict[str, Any]]:
-    """The toy world's short requests ("Compose a text on the otter.", `builders.toy_domains`)
+    """The toy world's short requests ("Compose a text on the otter.", `builders.worlds.toy_domains`)
     with 1-2 easy constraints, no teacher or policy model; decontaminated against the held-out
     requests (`--set sft_datasets=sft_general` keeps them disjoint from a toy SFT set too)."""
     from builders.worlds.toy_domains import toy_instructions

@@ -1,7 +1,7 @@
 """Proof on CPU that a reward-model stage learns a checkable preference, and that a control
 trained on shuffled labels does not.
 
-The toy world (builders/toy_world.py): column addition. One manifest, three stages: SFT of a
+The toy world (builders/worlds/toy_world.py): column addition. One manifest, three stages: SFT of a
 tiny policy on the toy world's worked solutions (so the backbone knows the format and the
 column steps), then two Bradley-Terry reward models from that SFT model (`backbone:
 stage:sft`):

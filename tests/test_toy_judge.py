@@ -1,4 +1,4 @@
-"""The toy world's patch judge (`builders.toy_judge`): behaviour-equal toy fixes are YES,
+"""The toy world's patch judge (`builders.worlds.toy_judge`): behaviour-equal toy fixes are YES,
 others NO, served over HTTP to the real `swe_patch_judge` reward."""
 
 from __future__ import annotations
