@@ -19,7 +19,7 @@ from typing import Any
 
 from builders import if_rl
 from builders.runner import Build
-from curation.conversations import single_turn_prompts
+from curation.general.conversations import single_turn_prompts
 from lake.steps import Step
 
 NAME = "if_rl_ifbench"

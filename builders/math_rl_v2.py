@@ -30,8 +30,8 @@ from curation.difficulty import (
     majority_answer_check,
     measure_pass_rates,
 )
-from curation.filters import DEFAULT_RULES, filter_math_rl_prompts
 from curation.generate.samples import Sampler
+from curation.math.filters import DEFAULT_RULES, filter_math_rl_prompts
 from lake.steps import Step
 
 NAME = "math_rl_v2"

@@ -25,7 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from builders.runner import Build, BuildError
-from curation.conversations import (
+from curation.dedup import exact_dedup
+from curation.difficulty import response_filters
+from curation.general.conversations import (
     add_rewrite_turns,
     as_conversations,
     concatenate_conversations,
@@ -33,10 +35,8 @@ from curation.conversations import (
     reply_mode_check,
     require_parallel_modes,
 )
-from curation.dedup import exact_dedup
-from curation.difficulty import response_filters
+from curation.general.ground_truth import ground_truth_check
 from curation.generate.samples import Sampler
-from curation.ground_truth import ground_truth_check
 from lake.steps import Step
 
 NAME = "sft_general"

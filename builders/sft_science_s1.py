@@ -28,10 +28,10 @@ from typing import Any
 
 from builders.math_sft import prompt_cleaning
 from builders.runner import Build
-from curation.conversations import reply_mode_check
 from curation.difficulty import response_filters
+from curation.general.conversations import reply_mode_check
 from curation.generate.samples import Sampler
-from curation.science import chat_prompt_text, option_walkthrough, science_responses
+from curation.science.sft import chat_prompt_text, option_walkthrough, science_responses
 from lake.steps import Step
 
 NAME = "sft_science_s1"

@@ -29,7 +29,7 @@ from typing import Any
 from builders.runner import Build
 from curation.dedup import exact_dedup
 from curation.generate.samples import Sampler
-from curation.tool_calling import conversation_length, regenerate_tool_turns, tool_conversations
+from curation.tool_calling.sft import conversation_length, regenerate_tool_turns, tool_conversations
 from lake.steps import Step
 
 NAME = "sft_tool_calling"

@@ -28,8 +28,8 @@ from builders.worlds.demo_corpus import (
     SEED,
     write_demo_corpus,
 )
-from curation.filters import answer_parse_error, filter_math_rl_prompts
 from curation.ingest import read_chunks, to_prompts
+from curation.math.filters import answer_parse_error, filter_math_rl_prompts
 from curation.prompt_ids import prompt_ids
 
 FIELDS = ["id", "problem", "answer", "demo_case", "demo_of", "demo_edit"]

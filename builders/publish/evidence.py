@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from curation.benchmarks import Benchmark, load_jsonl_benchmark, resolve_name
+from curation.decontaminate.benchmarks import Benchmark, load_jsonl_benchmark, resolve_name
 from curation.decontaminate.tokens import tokenize
 from schemas.dataset_manifest import BenchmarkUsed
 

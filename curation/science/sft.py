@@ -24,10 +24,10 @@ from collections.abc import Callable, Sequence
 
 import polars as pl
 
-from curation.conversations import field_values
-from curation.filters import measure_multiple_choice
+from curation.general.conversations import field_values
 from curation.generate.backend import Backend
 from curation.generate.samples import Sampler, sample_responses
+from curation.math.filters import measure_multiple_choice
 from lake import Lake, StepResult
 
 
