@@ -43,7 +43,7 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
 from curation.code.fields import field_values
-from curation.code.io_fingerprint import case_hash, io_cases
+from curation.code.io_cases import case_hash, io_cases
 from lake.steps import StepResult
 
 PAIR_COLUMNS = {
