@@ -1,4 +1,4 @@
-"""Behaviour dedup of code problems: I/O fingerprints joined with text similarity."""
+"""Behaviour dedup of code problems: I/O cases joined with text similarity."""
 
 from __future__ import annotations
 
