@@ -35,10 +35,10 @@ toy: setup
 # lake's recorded hashes first (training still recomputes every hash and refuses a mismatch).
 toy-cascade: setup
 	rm -rf toy-lake build/toy_cascade
-	$(BIN)/python -m builders.toy_cascade --lake toy-lake
+	$(BIN)/python -m builders.worlds.toy_cascade --lake toy-lake
 	$(BIN)/cascade --lake toy-lake manifest pin manifests/toy_cascade.json --out toy-lake/toy_cascade.json
 	# the toy judge (an OpenAI-compatible server on 127.0.0.1) stands in for SWE RL's Kimi-Dev judge
-	$(BIN)/python -m builders.toy_judge $(BIN)/cascade --lake toy-lake train --manifest toy-lake/toy_cascade.json --no-progress
+	$(BIN)/python -m builders.worlds.toy_judge $(BIN)/cascade --lake toy-lake train --manifest toy-lake/toy_cascade.json --no-progress
 
 test: setup
 	$(BIN)/ruff check .

@@ -50,13 +50,13 @@ from pathlib import Path  # noqa: E402
 import polars as pl  # noqa: E402
 import psutil  # noqa: E402
 
-from curation.benchmarks import MATH_RL_DEFAULT, Benchmark, load_benchmarks  # noqa: E402
 from curation.decontaminate import (  # noqa: E402
     DEFAULT_N,
     LAYOUT_COMMANDS,
     decontaminate,
     rule_named,
 )
+from curation.decontaminate.benchmarks import MATH_RL_DEFAULT, Benchmark, load_benchmarks  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"

@@ -42,7 +42,7 @@ def main() -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from builders.toy_world import toy_problems, train_toy_models
+    from builders.worlds.toy_world import toy_problems, train_toy_models
     from curation.difficulty import measure_pass_rates
     from curation.generate.samples import Sampler
     from curation.prompt_ids import prompt_ids

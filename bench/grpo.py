@@ -192,7 +192,7 @@ def rollout_comparison(args, shape, device, dtype) -> dict:
 
 def step_breakdown(args, shape, device) -> dict:
     """`cascade train` on the toy world at this model body; the GRPO stage's log, summarized."""
-    from builders.toy_world import write_toy_files
+    from builders.worlds.toy_world import write_toy_files
     from training.runner import run_cascade
     from training.step_log import read_log
 

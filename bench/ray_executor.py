@@ -43,9 +43,9 @@ import time  # noqa: E402
 
 import polars as pl  # noqa: E402
 
-from curation.benchmarks import MATH_RL_DEFAULT, load_benchmarks  # noqa: E402
 from curation.cluster_plans import CLUSTER_PLANS  # noqa: E402
 from curation.decontaminate import decontaminate  # noqa: E402
+from curation.decontaminate.benchmarks import MATH_RL_DEFAULT, load_benchmarks  # noqa: E402
 from curation.dedup import exact_dedup, near_dedup  # noqa: E402
 from lake.catalog import Lake  # noqa: E402
 from lake.cluster import RayExecutor  # noqa: E402

@@ -18,7 +18,7 @@ import json
 import time
 from pathlib import Path
 
-from builders.toy_judge import serve_toy_judge
+from builders.worlds.toy_judge import serve_toy_judge
 from training.runner import load_manifest, run_cascade
 from training.step_log import read_log
 
@@ -84,7 +84,7 @@ def main() -> None:
     timings = {}
     for control in (None, "shuffled-rewards"):
         start = time.perf_counter()
-        with serve_toy_judge():  # SWE RL's judge (`builders.toy_judge`)
+        with serve_toy_judge():  # SWE RL's judge (`builders.worlds.toy_judge`)
             run_cascade(
                 manifest, resume=True, lake_path=args.lake, show_progress=False, control=control
             )

@@ -97,7 +97,7 @@ def steps(params: dict[str, Any], build: Build) -> list[Step]:
 def toy_profile(workdir: Path, split: str = "rl") -> tuple[list[str], dict[str, Any]]:
     """The toy world: tiny-function problems; the weak and strong toy coders measure them."""
     from builders.code_sft import toy_profile as code_sft_toy
-    from builders.toy_profile import code_rows, toy_file, toy_models
+    from builders.worlds.toy_profile import code_rows, toy_file, toy_models
 
     _, params = code_sft_toy(workdir)
     models = toy_models(workdir, "code")

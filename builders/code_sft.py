@@ -3,8 +3,8 @@
 Following the Cascade recipe's code SFT data section: keep training problems released on or
 before the competitive-coding cutoff (evaluation uses the problems after it); drop problems
 that share a word 9-gram with a benchmark item, that link to an evaluation problem's URL, or
-whose tests are a benchmark item's tests; deduplicate the prompts by their sample I/O
-fingerprint joined with n-gram text analysis (Cascade 2 removed ~24% this way), then by text
+whose tests are a benchmark item's tests; deduplicate the prompts by their tests' I/O
+cases joined with n-gram text analysis (Cascade 2 removed ~24% this way), then by text
 among problems whose tests do not tell them apart; sample the teacher's thinking traces;
 keep only traces whose code passes the problem's tests (the longer traces for problems
 without tests); and drop renamed copies of one program among a prompt's traces.
@@ -229,7 +229,7 @@ def _benchmark_urls(params: dict[str, Any], build: Build) -> pl.DataFrame | str:
 def toy_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
     """The toy world: tiny-function problems with tests, the strong toy coder as teacher, a
     toy benchmark (with two SFT problems copied in) and its URL list for decontamination."""
-    from builders.toy_profile import code_benchmark_dir, code_rows, toy_file, toy_models
+    from builders.worlds.toy_profile import code_benchmark_dir, code_rows, toy_file, toy_models
 
     strong = toy_models(workdir, "code")["strong"]
     bench = code_benchmark_dir(workdir)

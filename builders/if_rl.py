@@ -101,11 +101,11 @@ def steps(params: dict[str, Any], build: Build) -> list[Step]:
 
 
 def toy_profile(workdir: Path, split: str = "rl") -> tuple[list[str], dict[str, Any]]:
-    """The toy world's short requests ("Compose a text on the otter.", `builders.toy_domains`)
+    """The toy world's short requests ("Compose a text on the otter.", `builders.worlds.toy_domains`)
     with 1-2 easy constraints, no teacher or policy model; decontaminated against the held-out
     requests (`--set sft_datasets=sft_general` keeps them disjoint from a toy SFT set too)."""
-    from builders.toy_domains import toy_instructions
-    from builders.toy_profile import if_sources
+    from builders.worlds.toy_domains import toy_instructions
+    from builders.worlds.toy_profile import if_sources
 
     return [if_sources(workdir, split)], {
         "benchmarks": [if_sources(workdir, "heldout" if split != "heldout" else "rl")],

@@ -19,7 +19,7 @@ from typing import Any
 
 from builders import if_rl
 from builders.runner import Build
-from curation.conversations import single_turn_prompts
+from curation.general.conversations import single_turn_prompts
 from lake.steps import Step
 
 NAME = "if_rl_ifbench"
@@ -48,7 +48,7 @@ def steps(params: dict[str, Any], build: Build) -> list[Step]:
 def toy_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
     """The toy world's short requests of their own split with 1-2 easy IF-RLVR constraints,
     no teacher or policy model."""
-    from builders.toy_domains import toy_instructions
+    from builders.worlds.toy_domains import toy_instructions
 
     sources, params = if_rl.toy_profile(workdir, "rl_ifbench")
     return sources, {**params, "instruction_ids": list(toy_instructions("iftrain"))}
@@ -56,7 +56,7 @@ def toy_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
 
 def toy_heldout_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
     """The held-out requests with this recipe's constraints (the toy cascade's held-out set)."""
-    from builders.toy_domains import toy_instructions
+    from builders.worlds.toy_domains import toy_instructions
 
     sources, params = if_rl.toy_profile(workdir, "heldout")
     return sources, {**params, "instruction_ids": list(toy_instructions("iftrain"))}

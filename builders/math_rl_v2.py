@@ -23,8 +23,8 @@ from typing import Any
 from builders.cleaning import cleaning, disjoint_from_sft
 from builders.runner import Build
 from curation.difficulty import difficulty_filter, majority_answer_check, measure_pass_rates
-from curation.filters import DEFAULT_RULES, filter_math_rl_prompts
 from curation.generate.samples import Sampler
+from curation.math.filters import DEFAULT_RULES, filter_math_rl_prompts
 from lake.steps import Step
 
 NAME = "math_rl_v2"
@@ -98,7 +98,7 @@ def steps(params: dict[str, Any], build: Build) -> list[Step]:
 
 def demo_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
     """The bundled demo: the project's own generated corpus and demo benchmark."""
-    from builders.demo_corpus import write_demo_corpus
+    from builders.worlds.demo_corpus import write_demo_corpus
 
     files = write_demo_corpus(workdir / "demo")
     no_models = {"teacher": None, "weak": None, "sft_datasets": []}
@@ -108,7 +108,7 @@ def demo_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
 def toy_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
     """The toy world: column-arithmetic prompts; the strong toy model is the teacher and the
     weak one measures difficulty (their pass rates are real: they generate every answer)."""
-    from builders.toy_profile import toy_setup
+    from builders.worlds.toy_profile import toy_setup
 
     toy = toy_setup(workdir)
     return [str(toy.rl_prompts)], {
@@ -121,7 +121,7 @@ def toy_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
 
 def toy_heldout_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
     """The same recipe on toy prompts no other split uses (the toy cascade's held-out set)."""
-    from builders.toy_profile import toy_setup
+    from builders.worlds.toy_profile import toy_setup
 
     sources, params = toy_profile(workdir)
     toy = toy_setup(workdir)

@@ -88,7 +88,7 @@ def teacher_responses(params: dict[str, Any], build: Build) -> list[Step]:
 
 def toy_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
     """The toy world: column-arithmetic prompts, the strong toy model as the teacher."""
-    from builders.toy_profile import toy_setup
+    from builders.worlds.toy_profile import toy_setup
 
     toy = toy_setup(workdir)
     return [str(toy.sft_prompts)], {

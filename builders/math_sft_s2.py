@@ -62,7 +62,7 @@ def steps(params: dict[str, Any], build: Build) -> list[Step]:
 def toy_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
     """The toy world: prompts the strong model answers at length; the weak model measures."""
     sources, params = math_sft.toy_profile(workdir)
-    from builders.toy_profile import toy_setup
+    from builders.worlds.toy_profile import toy_setup
 
     toy = toy_setup(workdir)
     return sources, {

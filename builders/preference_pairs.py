@@ -102,7 +102,7 @@ def human_pairs(params: dict[str, Any]) -> list[Step]:
 def toy_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
     """The toy world: HelpSteer3-shaped pairs, on-topic replies preferred to off-topic ones
     (a tenth are ties), decontaminated against the RLHF stage's held-out requests."""
-    from builders.toy_profile import chat_sources
+    from builders.worlds.toy_profile import chat_sources
 
     return [chat_sources(workdir, "helpsteer3")], {
         "benchmarks": [chat_sources(workdir, "benchmark")]
@@ -111,7 +111,7 @@ def toy_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
 
 def toy_helpsteer2_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
     """The toy world in HelpSteer2's shape: rated responses, two per request."""
-    from builders.toy_profile import chat_sources
+    from builders.worlds.toy_profile import chat_sources
 
     return [chat_sources(workdir, "helpsteer2")], {
         "format": "helpsteer2",
@@ -122,7 +122,7 @@ def toy_helpsteer2_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
 
 def toy_heldout_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
     """Pairs of the held-out requests, for the RLHF stage's held-out prompts."""
-    from builders.toy_profile import chat_sources
+    from builders.worlds.toy_profile import chat_sources
 
     return [chat_sources(workdir, "heldout")], {
         "benchmarks": [chat_sources(workdir, "training_requests")]

@@ -102,7 +102,7 @@ TOY_PAIR_TABLES = ["helpsteer3_pairs", "helpsteer2_pairs", "rm_offtopic_pairs"]
 def toy_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
     """The toy world: the reward model's own preference tables, decontaminated against the
     held-out requests and disjoint from `sft_general`."""
-    from builders.toy_profile import chat_sources
+    from builders.worlds.toy_profile import chat_sources
 
     return list(TOY_PAIR_TABLES), {"benchmarks": [chat_sources(workdir, "benchmark")]}
 
@@ -110,7 +110,7 @@ def toy_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
 def toy_heldout_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
     """The held-out requests' pairs table (`preference_pairs --profile toy-heldout --out
     helpsteer3_pairs_heldout`), kept apart from the training requests."""
-    from builders.toy_profile import chat_sources
+    from builders.worlds.toy_profile import chat_sources
 
     return ["helpsteer3_pairs_heldout"], {
         "benchmarks": [chat_sources(workdir, "training_requests")]

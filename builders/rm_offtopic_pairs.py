@@ -138,7 +138,7 @@ def toy_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
     """The toy world: the general toy models rewrite each request to another subject, judge
     whether the two ask the same, and answer (the strong one the rewrite, the weak one the
     original)."""
-    from builders.toy_profile import chat_sources, toy_models
+    from builders.worlds.toy_profile import chat_sources, toy_models
 
     models = toy_models(workdir, "general")
     answer = {"k": 1, "mode": "no_think", "temperature": 0.6, "max_new_tokens": 64}

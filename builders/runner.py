@@ -19,7 +19,7 @@ from types import ModuleType
 from typing import Any
 
 from builders.publish.report import write_report
-from curation.benchmarks import Benchmark, load_benchmarks
+from curation.decontaminate.benchmarks import Benchmark, load_benchmarks
 from curation.ingest import ingest
 from lake.catalog import Lake
 from lake.provenance import code_version

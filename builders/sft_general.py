@@ -25,7 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from builders.runner import Build, BuildError
-from curation.conversations import (
+from curation.dedup import exact_dedup
+from curation.difficulty import response_filters
+from curation.general.conversations import (
     add_rewrite_turns,
     as_conversations,
     concatenate_conversations,
@@ -33,10 +35,8 @@ from curation.conversations import (
     reply_mode_check,
     require_parallel_modes,
 )
-from curation.dedup import exact_dedup
-from curation.difficulty import response_filters
+from curation.general.ground_truth import ground_truth_check
 from curation.generate.samples import Sampler
-from curation.ground_truth import ground_truth_check
 from lake.steps import Step
 
 NAME = "sft_general"
@@ -165,7 +165,7 @@ def _teacher(params: dict[str, Any], name: str, mode: str) -> Sampler:
 
 def toy_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
     """The toy world: chat requests and IF requests, the general toy teacher in both modes."""
-    from builders.toy_profile import general_sft_sources, toy_models
+    from builders.worlds.toy_profile import general_sft_sources, toy_models
 
     strong = toy_models(workdir, "general")["strong"]
     return general_sft_sources(workdir), {

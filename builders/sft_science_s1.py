@@ -28,10 +28,10 @@ from typing import Any
 
 from builders.math_sft import prompt_cleaning
 from builders.runner import Build
-from curation.conversations import reply_mode_check
 from curation.difficulty import response_filters
+from curation.general.conversations import reply_mode_check
 from curation.generate.samples import Sampler
-from curation.science import chat_prompt_text, option_walkthrough, science_responses
+from curation.science.sft import chat_prompt_text, option_walkthrough, science_responses
 from lake.steps import Step
 
 NAME = "sft_science_s1"
@@ -108,8 +108,8 @@ def teacher_responses(params: dict[str, Any], build: Build) -> list[Step]:
 def toy_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
     """The toy world: arithmetic prompts, some as multiple choice, the strong toy model as
     the teacher (it was never taught options, so what it does with them is what it does)."""
-    from builders.toy_profile import toy_setup
-    from builders.toy_world import write_jsonl
+    from builders.worlds.toy_profile import toy_setup
+    from builders.worlds.toy_world import write_jsonl
 
     toy = toy_setup(workdir)
     rows = [

@@ -29,7 +29,7 @@ from typing import Any
 from builders.runner import Build
 from curation.dedup import exact_dedup
 from curation.generate.samples import Sampler
-from curation.tool_calling import conversation_length, regenerate_tool_turns, tool_conversations
+from curation.tool_calling.sft import conversation_length, regenerate_tool_turns, tool_conversations
 from lake.steps import Step
 
 NAME = "sft_tool_calling"
@@ -88,7 +88,7 @@ def steps(params: dict[str, Any], build: Build) -> list[Step]:
 def toy_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
     """The toy tool world: generated calculator conversations of every pattern, answered by
     a teacher made of code (no toy model was ever taught to call tools)."""
-    from builders.toy_tools import TOY_TOOL_TEACHER, toy_tool_backend, write_toy_tool_sources
+    from builders.worlds.toy_tools import TOY_TOOL_TEACHER, toy_tool_backend, write_toy_tool_sources
 
     sources = write_toy_tool_sources(workdir / "toy_tool_conversations.jsonl")
     return [str(sources)], {

@@ -126,7 +126,7 @@ def toy_profile(workdir: Path, split: str = "pool") -> tuple[list[str], dict[str
     """The toy world: the SWE SFT recipe's instances, bucketed by the strong toy SWE model's
     repairs, prompts measured in that model's tokens."""
     from builders.swe_sft import toy_profile as swe_sft_toy
-    from builders.toy_profile import swe_sources, toy_models
+    from builders.worlds.toy_profile import swe_sources, toy_models
 
     _, params = swe_sft_toy(workdir)
     strong = toy_models(workdir, "swe")["strong"]

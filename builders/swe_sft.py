@@ -171,7 +171,7 @@ def toy_profile(workdir: Path) -> tuple[list[str], dict[str, Any]]:
     """The toy world: tiny repositories with a planted bug (one of them a toy 'SWE-bench
     Verified' repository, two instances repeated by a second source), the strong toy SWE
     model as the teacher."""
-    from builders.toy_profile import (
+    from builders.worlds.toy_profile import (
         swe_repos,
         swe_sources,
         toy_models,

@@ -10,7 +10,6 @@ from cli.app import app
 from cli.console import CascadeError, console, open_lake, plain
 from cli.executors import EXECUTOR_OPTION, RAY_ADDRESS_OPTION, executor_session
 from cli.files import is_file_target, read_lake_table, read_rows, write_rows
-from curation.benchmarks import load_benchmarks
 from curation.decontaminate import (
     DEFAULT_N,
     RULES,
@@ -18,6 +17,7 @@ from curation.decontaminate import (
     decontaminate,
     rule_named,
 )
+from curation.decontaminate.benchmarks import load_benchmarks
 from curation.decontaminate.scan import decontamination_scope
 from lake.steps import Step, StepResult, run_steps
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from curation import benchmarks as bm
-from curation.benchmarks import (
+from curation.decontaminate import benchmarks as bm
+from curation.decontaminate.benchmarks import (
     REGISTRY,
     Benchmark,
     load_benchmark,

@@ -10,8 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from builders import math_rl_v2
-from builders.demo_corpus import FILTER_CASES
 from builders.runner import BuildError, build_dataset, parse_overrides
+from builders.worlds.demo_corpus import FILTER_CASES
 from lake.catalog import Lake
 
 

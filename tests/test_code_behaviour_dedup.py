@@ -1,4 +1,4 @@
-"""Behaviour dedup of code problems: I/O fingerprints joined with text similarity."""
+"""Behaviour dedup of code problems: I/O cases joined with text similarity."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from curation.code.behaviour_dedup import (
     dedup_by_behaviour,
 )
 from curation.code.benchmark_tests import load_code_benchmark, load_code_benchmarks
-from curation.code.io_fingerprint import io_cases
+from curation.code.io_cases import io_cases
 from lake.files import json_lines
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"

@@ -10,7 +10,6 @@ import numpy as np
 import polars as pl
 import pytest
 
-from curation.benchmarks import Benchmark, load_benchmarks
 from curation.decontaminate import (
     LAYOUT_COMMANDS,
     BenchmarkIndex,
@@ -21,6 +20,7 @@ from curation.decontaminate import (
     rule_named,
     tokenize,
 )
+from curation.decontaminate.benchmarks import Benchmark, load_benchmarks
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 MEASURES = [

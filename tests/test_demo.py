@@ -18,7 +18,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from builders.demo_corpus import (
+from builders.worlds.demo_corpus import (
     CONTAMINATION_COUNTS,
     DEMO_CASES,
     DUPLICATE_COUNTS,
@@ -28,8 +28,8 @@ from builders.demo_corpus import (
     SEED,
     write_demo_corpus,
 )
-from curation.filters import answer_parse_error, filter_math_rl_prompts
 from curation.ingest import read_chunks, to_prompts
+from curation.math.filters import answer_parse_error, filter_math_rl_prompts
 from curation.prompt_ids import prompt_ids
 
 FIELDS = ["id", "problem", "answer", "demo_case", "demo_of", "demo_edit"]
@@ -82,7 +82,7 @@ def test_output_is_byte_identical_across_runs_and_seed_dependent(tmp_path, demo)
 def test_output_does_not_depend_on_the_hash_seed(tmp_path, demo):
     _, _, first = demo
     script = (
-        "import sys; from builders.demo_corpus import write_demo_corpus; "
+        "import sys; from builders.worlds.demo_corpus import write_demo_corpus; "
         "print(write_demo_corpus(sys.argv[1]).sources[0])"
     )
     root = Path(__file__).resolve().parents[1]

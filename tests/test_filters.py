@@ -12,7 +12,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from curation.filters import (
+from curation.math.filters import (
     _SIMPLE_ANSWER,
     DEFAULT_RULES,
     RULES,

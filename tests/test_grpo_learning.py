@@ -6,7 +6,7 @@ The size of the gain depends on the CPU's floating-point path (the same seeds ga
 one machine and +0.145 on another, each deterministic there), so the bounds are what both
 show: a real gain, a flat or falling control, and a clear gap between the two.
 
-The toy world (builders/toy_world.py): column addition; the SFT teacher boxes a slipped
+The toy world (builders/worlds/toy_world.py): column addition; the SFT teacher boxes a slipped
 answer 40% of the time after correct steps, so the SFT model is partly right; the math
 verifier's reward teaches it out of the slip. Held-out pass rate: 100 prompts never seen in
 SFT or RL, 4 samples each at the training temperature (1.0), logged every 10 steps.
@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from builders.toy_world import write_toy_files
+from builders.worlds.toy_world import write_toy_files
 from curation.verify import math_reward
 from training.runner import run_cascade
 from training.step_log import read_log

@@ -20,7 +20,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from builders.toy_world import sft_rows, toy_problems, write_jsonl
+from builders.worlds.toy_world import sft_rows, toy_problems, write_jsonl
 from training.step_log import read_log
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 import training.stopping
-from builders.toy_world import write_jsonl
+from builders.worlds.toy_world import write_jsonl
 from cli.console import CascadeError
 from schemas.training_manifest import LengthCurriculumSpec
 from training.episode import Episode

@@ -16,7 +16,7 @@ import pytest
 from builders import if_rl, if_rl_ifbench
 from builders.recipes import recipe_named
 from builders.runner import build_dataset, recipe_steps
-from builders.toy_domains import toy_instructions
+from builders.worlds.toy_domains import toy_instructions
 from curation.instructions import (
     IFTRAIN,
     IFTRAIN_INSTRUCTIONS,

@@ -83,3 +83,20 @@ def test_no_import_cycles() -> None:
         if module not in state:
             visit(module, [module])
     assert cycles == []
+
+
+def test_recipes_reach_the_fixtures_only_in_their_profiles() -> None:
+    """The demo corpus and toy world (`builders.worlds`) are fixtures: a recipe module may name
+    them inside its `demo` / `toy` profile functions, never at import time."""
+    wrong = []
+    for path in sorted((ROOT / "builders").glob("*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("builders"):
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+                if any(n == "builders.worlds" or n.startswith("builders.worlds.") for n in names):
+                    wrong.append(f"{path.name} -> {node.module}")
+            elif isinstance(node, ast.Import):
+                wrong += [
+                    f"{path.name} -> {a.name}" for a in node.names if "builders.worlds" in a.name
+                ]
+    assert wrong == []

@@ -37,9 +37,9 @@ from test_ray_servers import (  # type: ignore[import-not-found]
 from builders import math_rl_v2
 from builders.runner import build_dataset
 from cli.executors import executor_from_options
-from curation.benchmarks import load_benchmarks
 from curation.cluster_plans import CLUSTER_PLANS
 from curation.decontaminate import BenchmarkIndex, decontaminate
+from curation.decontaminate.benchmarks import load_benchmarks
 from curation.decontaminate.scan import decontamination_scope
 from curation.dedup import exact_dedup, near_dedup
 from lake.catalog import Lake

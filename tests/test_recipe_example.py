@@ -19,7 +19,7 @@ import polars as pl
 
 from builders.cleaning import cleaning
 from builders.runner import Build, build_dataset
-from curation.filters import filter_math_rl_prompts
+from curation.math.filters import filter_math_rl_prompts
 from lake import Lake, Step
 
 # ------------------------------------------------------------ the recipe: one module -------

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file
 from test_reward_model_toy import toy_preference_rows, write_jsonl
 
-from builders.toy_world import toy_problems
+from builders.worlds.toy_world import toy_problems
 from lake.catalog import Lake
 from schemas.training_manifest import DatasetRef, RewardModelStage
 from training.chat_template import ChatFormatError

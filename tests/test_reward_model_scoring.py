@@ -20,7 +20,7 @@ import pytest
 import torch
 from test_reward_model import manifest, rm_stage, toy_pairs_file
 
-from builders.toy_world import sft_rows, toy_problems, write_jsonl
+from builders.worlds.toy_world import sft_rows, toy_problems, write_jsonl
 from schemas.training_manifest import GRPOStage
 from training.chat_template import Message
 from training.episode import Episode

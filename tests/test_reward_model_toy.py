@@ -1,7 +1,7 @@
 """Proof on CPU that a reward-model stage learns a checkable preference, and that a control
 trained on shuffled labels does not.
 
-The toy world (builders/toy_world.py): column addition. One manifest, three stages: SFT of a
+The toy world (builders/worlds/toy_world.py): column addition. One manifest, three stages: SFT of a
 tiny policy on the toy world's worked solutions (so the backbone knows the format and the
 column steps), then two Bradley-Terry reward models from that SFT model (`backbone:
 stage:sft`):
@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from builders.toy_world import STRONG, column_steps, sft_rows, toy_manifest, toy_problems
+from builders.worlds.toy_world import STRONG, column_steps, sft_rows, toy_manifest, toy_problems
 from training.pair_data import is_heldout
 from training.reward_model import read_eval
 from training.runner import run_cascade

@@ -12,8 +12,8 @@ import pytest
 
 from builders import sft_general
 from builders.runner import Build, BuildError, recipe_steps
-from curation.conversations import concatenate_conversations
-from curation.ground_truth import chosen_letter, ground_truth_check, stated_answer
+from curation.general.conversations import concatenate_conversations
+from curation.general.ground_truth import chosen_letter, ground_truth_check, stated_answer
 from curation.prompt_ids import prompt_ids
 from curation.verify.math import MathVerifier
 from lake.catalog import Lake

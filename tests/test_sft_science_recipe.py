@@ -14,7 +14,7 @@ import pytest
 from builders import sft_science_s1, sft_science_s2
 from builders.runner import Build, build_dataset
 from curation.prompt_ids import prompt_ids
-from curation.science import option_walkthrough, options_discussed
+from curation.science.sft import option_walkthrough, options_discussed
 from lake.catalog import Lake
 from lake.steps import run_steps
 from schemas.training_manifest import DatasetRef
@@ -218,7 +218,7 @@ def test_option_walkthrough_needs_every_option_of_an_mcq_prompt() -> None:
 def test_docstring_examples() -> None:
     import doctest
 
-    import curation.science
+    import curation.science.sft
 
-    result = doctest.testmod(curation.science)
+    result = doctest.testmod(curation.science.sft)
     assert result.attempted > 0 and result.failed == 0

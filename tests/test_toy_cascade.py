@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from builders.toy_cascade import TOY_BUILDS, build_toy_lake
-from builders.toy_judge import serve_toy_judge
+from builders.worlds.toy_cascade import TOY_BUILDS, build_toy_lake
+from builders.worlds.toy_judge import serve_toy_judge
 from lake.catalog import Lake
 from training.pinning import pin_manifest
 from training.runner import load_manifest, run_cascade

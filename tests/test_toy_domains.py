@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from builders import toy_domains as td
+from builders.worlds import toy_domains as td
 from curation.swe.localization import parse_ranked_files
 from curation.verify import code_reward, swe_reward
 from curation.verify.ifeval import verify_ifeval

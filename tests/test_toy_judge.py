@@ -1,4 +1,4 @@
-"""The toy world's patch judge (`builders.toy_judge`): behaviour-equal toy fixes are YES,
+"""The toy world's patch judge (`builders.worlds.toy_judge`): behaviour-equal toy fixes are YES,
 others NO, served over HTTP to the real `swe_patch_judge` reward."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from builders.toy_judge import MODEL, URL_ENV, same_fix, serve_toy_judge
+from builders.worlds.toy_judge import MODEL, URL_ENV, same_fix, serve_toy_judge
 from curation.verify.patch_judge import PatchJudge
 from curation.verify.rewards import reward_named
 
@@ -72,7 +72,7 @@ def test_the_swe_patch_judge_reward_reads_the_toy_judge_over_http() -> None:
 def test_the_command_form_sets_the_url_for_the_command() -> None:
     code = f"import os; print(os.environ['{URL_ENV}'])"
     out = subprocess.run(
-        [sys.executable, "-m", "builders.toy_judge", sys.executable, "-c", code],
+        [sys.executable, "-m", "builders.worlds.toy_judge", sys.executable, "-c", code],
         capture_output=True,
         text=True,
         check=True,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from builders.toy_world import (
+from builders.worlds.toy_world import (
     STRONG,
     WEAK,
     column_steps,

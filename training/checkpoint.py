@@ -123,18 +123,18 @@ def load_latest(engine: object, checkpoint_dir: Path, rank: int) -> dict | None:
     return client
 
 
-def resume(engine: object, ctx: object, fingerprint: dict, rank: int) -> dict | None:
+def resume(engine: object, ctx: object, data_identity: dict, rank: int) -> dict | None:
     """With `--resume`: load the newest complete checkpoint, check it was trained on the same
-    data (`fingerprint`), restore every RNG; its client state (None: start from step 0)."""
+    data (`data_identity`), restore every RNG; its client state (None: start from step 0)."""
     if not ctx.resume:  # type: ignore[attr-defined]
         return None
     client = load_latest(engine, ctx.checkpoint_dir, rank)  # type: ignore[attr-defined]
     if client is None:
         return None
-    if client["data"] != fingerprint:
+    if client["data"] != data_identity:
         raise ValueError(
             f"stage {ctx.stage.name!r}: the checkpoint was trained on different data "  # type: ignore[attr-defined]
-            f"({client['data']}) than now ({fingerprint}); cannot resume"
+            f"({client['data']}) than now ({data_identity}); cannot resume"
         )
     restore_rng_state(client["rng"])
     return client

@@ -101,9 +101,9 @@ def run_rl_stage(ctx: StageContext) -> StageResult:
     watch = objective.watch
 
     # ================================================================ resume ===================
-    fingerprint = {"datasets": [d.ref.content_hash for d in datasets], "prompts": len(prompts)}
+    data_identity = {"datasets": [d.ref.content_hash for d in datasets], "prompts": len(prompts)}
     start_step, stopped, stop_reason = 0, False, None
-    client = resume_stage(engine, ctx, fingerprint, rank)
+    client = resume_stage(engine, ctx, data_identity, rank)
     if client is not None:
         start_step, stopped = client["step"], client["stopped"]
         stop_reason = client.get("stop_reason")
@@ -193,7 +193,7 @@ def run_rl_stage(ctx: StageContext) -> StageResult:
                     ctx.checkpoint_dir,
                     step,
                     {
-                        "data": fingerprint,
+                        "data": data_identity,
                         "stream": stream.state_dict(),
                         "stopped": stopped,
                         "stop_reason": stop_reason,

@@ -69,12 +69,12 @@ def run_reward_model_stage(ctx: StageContext) -> StageResult:
     pad = tokenizer.pad_token_id
 
     # --- resume -------------------------------------------------------------------------------
-    fingerprint = {
+    data_identity = {
         "datasets": [d.ref.content_hash for d in datasets],
         "train_pairs": len(data.train),
         "heldout_pairs": len(data.heldout),
     }
-    client = resume_stage(engine, ctx, fingerprint, rank)
+    client = resume_stage(engine, ctx, data_identity, rank)
     start_step = client["step"] if client else 0
     record = ckpt.provenance(
         ctx,
@@ -136,7 +136,7 @@ def run_reward_model_stage(ctx: StageContext) -> StageResult:
                 final_eval = result if done == total_steps else final_eval
             log.write(entry)
             if done % stage.checkpoint_every_steps == 0 or done == total_steps:
-                saved = {"data": fingerprint}
+                saved = {"data": data_identity}
                 keep = stage.keep_checkpoints
                 ckpt.save_step(engine, ctx.checkpoint_dir, done, saved, record, rank, keep)
             if delay:

@@ -162,12 +162,12 @@ def run_sft_stage(ctx: StageContext) -> StageResult:
         check_packing_isolation(engine, device, len(tokenizer), atol=0.1 if bf16 else 1e-3)
 
     # --- resume -------------------------------------------------------------------------------
-    fingerprint = {
+    data_identity = {
         "datasets": [d.ref.content_hash for d in datasets],
         "samples": len(data.samples),
         "sample_tokens": sum(stream.lengths),
     }
-    client = resume_stage(engine, ctx, fingerprint, rank)
+    client = resume_stage(engine, ctx, data_identity, rank)
     start_step = client["step"] if client else 0
     record = ckpt.provenance(
         ctx,
@@ -221,7 +221,7 @@ def run_sft_stage(ctx: StageContext) -> StageResult:
                 }
             )
             if done % stage.checkpoint_every_steps == 0 or done == total_steps:
-                saved = {"data": fingerprint}
+                saved = {"data": data_identity}
                 keep = stage.keep_checkpoints
                 ckpt.save_step(engine, ctx.checkpoint_dir, done, saved, record, rank, keep)
             if delay:

@@ -137,11 +137,11 @@ def stage_engine(
     )
 
 
-def resume_stage(engine: object, ctx: StageContext, fingerprint: dict, rank: int) -> dict | None:
+def resume_stage(engine: object, ctx: StageContext, data_identity: dict, rank: int) -> dict | None:
     """Seed the stage, then (with `--resume`) restore its newest checkpoint, trained on the
-    same data (`fingerprint`): its client state (None: start from step 0)."""
+    same data (`data_identity`): its client state (None: start from step 0)."""
     torch.manual_seed(ctx.stage.seed)
-    return ckpt.resume(engine, ctx, fingerprint, rank)
+    return ckpt.resume(engine, ctx, data_identity, rank)
 
 
 def step_delay() -> float:

@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from curation.benchmarks import Benchmark, load_jsonl_benchmark, resolve_name
 from curation.code.benchmark_tests import load_code_benchmark, tests_benchmark
 from curation.code.problem_ids import load_url_list
+from curation.decontaminate.benchmarks import Benchmark, load_jsonl_benchmark, resolve_name
 from curation.decontaminate.tokens import tokenize
 from schemas.dataset_manifest import BenchmarkUsed
 

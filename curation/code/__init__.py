@@ -4,7 +4,7 @@ release-date cutoff and correctness filtering of teacher traces.
 Each operator is a plain function `(pl.DataFrame, ...params) -> lake.StepResult`, with its
 measurements kept as columns so thresholds can be re-tuned in SQL:
 
-- `io_fingerprint`: a problem's tests as normalized I/O cases (any test shape we read).
+- `io_cases`: a problem's tests as normalized I/O cases (any test shape we read).
 - `behaviour_dedup`: `dedup_by_behaviour` (same tests = one cluster, joined with n-gram text
   similarity) and `decontaminate_by_behaviour` (training problems whose tests match a
   benchmark item's).

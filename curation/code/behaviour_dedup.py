@@ -1,6 +1,6 @@
 """Dedup code problems by behaviour: the same tests make the same task, whatever the story.
 
-A problem's fingerprint is its set of normalized I/O cases (`io_fingerprint.io_cases`). Two
+A problem's behaviour is its set of normalized I/O cases (`io_cases.io_cases`). Two
 problems become a candidate pair when they share a case that is not a stock case (one held
 by `stock_min_df` or more distinct test sets, such as `candidate(1) == 1`: evidence of
 nothing; identical test sets count once, so copies of one problem stay linked). Each
@@ -43,7 +43,7 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
 from curation.code.fields import field_values
-from curation.code.io_fingerprint import case_hash, io_cases
+from curation.code.io_cases import case_hash, io_cases
 from lake.operators import count_by, counted
 from lake.steps import StepResult
 
@@ -89,7 +89,7 @@ class BehaviourRule:
         return same_tests | same_story
 
 
-def fingerprints(tests: list[Any]) -> tuple[pl.DataFrame, list[str | None]]:
+def case_frame(tests: list[Any]) -> tuple[pl.DataFrame, list[str | None]]:
     """Per row its cases as a long frame (`row`, `case`, `h`, `chars`), and per row the
     reason its tests could not be read (None when they could or when there are none)."""
     rows, cases, errors = [], [], []
@@ -272,7 +272,7 @@ def dedup_by_behaviour(
     """
     rule = rule or BehaviourRule(**thresholds)
     _check(df, text_column, id_column)
-    cases, errors = fingerprints(field_values(df, tests_field, required=False))
+    cases, errors = case_frame(field_values(df, tests_field, required=False))
     texts = df.get_column(text_column)
     pairs = measure_pairs(cases, texts, rule)
     accepted = pairs.filter("same_task")
@@ -335,7 +335,7 @@ def decontaminate_by_behaviour(
     n = df.height
     tests = field_values(df, tests_field, required=False) + benchmarks["tests"].to_list()
     texts = pl.concat([df.get_column(text_column).cast(pl.String), benchmarks["problem"]])
-    cases, errors = fingerprints(tests)
+    cases, errors = case_frame(tests)
     side = np.r_[np.zeros(n, dtype=np.int64), np.ones(benchmarks.height, dtype=np.int64)]
     pairs = measure_pairs(cases, texts, rule, side=side)
     best = _best_pair_per_row(pairs, n + benchmarks.height).head(n)

@@ -1,11 +1,11 @@
 """Code benchmark items with their tests, for behaviour decontamination.
 
-`curation.benchmarks` loads a benchmark's texts for n-gram decontamination; behaviour
-decontamination also needs each item's tests. The shared benchmark files differ in shape:
+`curation.decontaminate.benchmarks` loads a benchmark's texts for n-gram decontamination;
+behaviour decontamination also needs each item's tests. The shared benchmark files differ in shape:
 LeetCode has `problem` and `tests: {functional}`, Codeforces `tests: [{input, output}]`,
 CodeContests `tests: {inputs, outputs}` (or that dict as a Python literal string), HumanEval
 `prompt`, `test` and `entry_point`. Items without an id field are named by their 0-based
-line position, as `curation.benchmarks` does.
+line position, as `curation.decontaminate.benchmarks` does.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import polars as pl
 
-from curation.benchmarks import Benchmark
+from curation.decontaminate.benchmarks import Benchmark
 from lake.files import json_lines
 
 ID_FIELDS = ("task_id", "id", "unique_id", "question_id", "name")

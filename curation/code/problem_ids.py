@@ -26,8 +26,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import polars as pl
 
-from curation.benchmarks import Benchmark
 from curation.code.fields import field_values
+from curation.decontaminate.benchmarks import Benchmark
 from lake.operators import decide
 from lake.steps import StepResult
 

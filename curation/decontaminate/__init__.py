@@ -30,8 +30,9 @@ n-grams found in the row), `decontam_item_tokens` (the item's length) and
 Benchmark items shorter than `n` tokens are matched as whole normalized strings contained in
 the row text (at token boundaries).
 
-Modules: `tokens` (the tokenizer), `index` (benchmark n-gram index, window scan, stock
-n-grams of a reference corpus), `rules` (measurements and rules), `scan` (the operator).
+Modules: `benchmarks` (the registry of test sets and their loaders), `tokens` (the
+tokenizer), `index` (benchmark n-gram index, window scan, stock n-grams of a reference
+corpus), `rules` (measurements and rules), `scan` (the operator).
 """
 
 from curation.decontaminate.index import (

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 
-from curation.benchmarks import Benchmark
+from curation.decontaminate.benchmarks import Benchmark
 from curation.decontaminate.tokens import Tokens, expand_ranges, tokenize
 from curation.sorted_sets import sorted_unique
 

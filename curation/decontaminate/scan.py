@@ -12,7 +12,7 @@ from typing import Literal
 import numpy as np
 import polars as pl
 
-from curation.benchmarks import Benchmark
+from curation.decontaminate.benchmarks import Benchmark
 from curation.decontaminate.index import (
     DEFAULT_N,
     BenchmarkIndex,

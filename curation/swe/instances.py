@@ -18,7 +18,7 @@ from typing import Any, Literal
 import polars as pl
 import xxhash
 
-from curation.benchmarks import Benchmark
+from curation.decontaminate.benchmarks import Benchmark
 from curation.swe.repository import patch_files
 from lake.files import json_lines
 from lake.operators import count_by, counted, decide

@@ -10,9 +10,9 @@ Following the Cascade recipe's science SFT data (S1K + Llama-Nemotron science pr
   high-quality prompts, without saying how they were chosen: here, by source);
 - `option_walkthrough`: a response to a multiple-choice prompt that takes up every option in
   turn ("Option A: ... incorrect. Option B: ...") is dropped. The prompt's options are the
-  lettered ones `curation.filters` finds; a response discusses an option when it names it as
-  "option/choice X" or "(X)", or starts a line with "X." / "X)" / "X:". Both counts stay as
-  columns (`mcq_options`, `options_discussed`) so the rule can be reviewed with SQL.
+  lettered ones `curation.math.filters` finds; a response discusses an option when it names
+  it as "option/choice X" or "(X)", or starts a line with "X." / "X)" / "X:". Both counts
+  stay as columns (`mcq_options`, `options_discussed`) so the rule can be reviewed with SQL.
 """
 
 from __future__ import annotations
@@ -24,10 +24,10 @@ from collections.abc import Callable, Sequence
 
 import polars as pl
 
-from curation.conversations import field_values
-from curation.filters import measure_multiple_choice
+from curation.general.conversations import field_values
 from curation.generate.backend import Backend
 from curation.generate.samples import Sampler, sample_responses
+from curation.math.filters import measure_multiple_choice
 from lake import Lake, StepResult
 from lake.operators import decide
 

@@ -1,4 +1,4 @@
-"""A code problem's tests as normalized I/O cases: the fingerprint of its behaviour.
+"""A code problem's tests as normalized I/O cases: what the problem does, whatever its story.
 
 Every test shape `curation.verify.code.parse_tests` reads becomes a list of case strings:
 

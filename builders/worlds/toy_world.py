@@ -13,7 +13,7 @@ seed.
 - `train_toy_models`: tiny weak and strong models trained in-process on CPU by the project's
   SFT trainer (`training.runner.run_cascade` on a manifest written here), for pass-rate work.
 
-`python -m builders.toy_world --out DIR` writes the files `manifests/toy_world.json` pins.
+`python -m builders.worlds.toy_world --out DIR` writes the files `manifests/toy_world.json` pins.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ expressions agree on every x in -20..20 (`x * 2` for `x + x` is the same fix, wr
 otherwise), NO for anything else. It replies `<judgement>YES</judgement>` as text, without
 log-probs, so the reward reads 1 or 0.
 
-    python -m builders.toy_judge cascade --lake toy-lake train --manifest M
+    python -m builders.worlds.toy_judge cascade --lake toy-lake train --manifest M
 
 starts the judge on a free port, runs the command with `CASCADE_PATCH_JUDGE_URL` set to its
 /v1 URL (what the toy manifest's `patch_judge.base_url` reads) and stops it when the command
@@ -173,7 +173,7 @@ def serve_toy_judge() -> Iterator[str]:
 
 def main() -> None:
     if len(sys.argv) < 2:
-        sys.exit("usage: python -m builders.toy_judge COMMAND [ARGS...]")
+        sys.exit("usage: python -m builders.worlds.toy_judge COMMAND [ARGS...]")
     with serve_toy_judge():
         sys.exit(subprocess.call(sys.argv[1:]))
 

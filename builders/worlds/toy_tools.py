@@ -25,7 +25,7 @@ from pathlib import Path
 
 import xxhash
 
-from builders.toy_world import write_jsonl
+from builders.worlds.toy_world import write_jsonl
 from curation.generate.backend import Completion, GenerationRequest
 from schemas.tool_calls import TOOL_RESPONSE_OPEN, TOOLS_FOOTER, TOOLS_HEADER, ToolCall, tool_name
 

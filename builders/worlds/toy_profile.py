@@ -6,7 +6,7 @@ SFT trainer, on CPU, in a minute or two each) answer the domain's prompts throug
 backend, and every pass rate, majority answer, response filter, judge verdict and bucket is
 computed from what they actually generated.
 
-Domains (`builders.toy_world`, `builders.toy_domains`): `math` (column arithmetic),
+Domains (`builders.worlds.toy_world`, `builders.worlds.toy_domains`): `math` (column arithmetic),
 `general` (chat requests, IF instructions, the off-topic rewrites and judgements), `code`
 (tiny functions with tests) and `swe` (tiny repositories with a planted bug). A model is
 named by its domain, tier and a hash of its weights (`toy-code-strong@1a2b3c4d5e6f`) and
@@ -25,8 +25,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from builders import toy_domains as td
-from builders.toy_world import (
+from builders.worlds import toy_domains as td
+from builders.worlds.toy_world import (
     STRONG,
     WEAK,
     ToyModelSpec,
@@ -184,7 +184,7 @@ def toy_models(workdir: Path, domain: str) -> dict[str, ToyModel]:
 
 TEACHER_STEPS_FILE = "teacher_steps.json"
 """`{"scale": 0.25}` in a lake's toy dir trains its toy teachers a quarter as long: a smoke run
-of every step (`python -m builders.toy_cascade --quick`), whose teachers are worse."""
+of every step (`python -m builders.worlds.toy_cascade --quick`), whose teachers are worse."""
 
 
 def scaled_specs(root: Path, specs: dict[str, ToyModelSpec]) -> dict[str, ToyModelSpec]:

@@ -14,11 +14,11 @@ stand-in, deterministic in its seed, built only from the project's own formats a
 - `repositories`: tiny git repositories with a planted bug, an issue and the gold patch;
   repair answers are SEARCH/REPLACE edits in `<solution>` (`curation.swe.repair`),
   localization answers ranked files, test generation a script that prints the outcome.
-- arithmetic is `builders.toy_world`.
+- arithmetic is `builders.worlds.toy_world`.
 
 Each domain also writes its teacher's SFT chats: the right answer in the right form, except
 that a share of them slip (`slip`): a sloppy teacher, as toy_world's, so a tiny model trained
-on them (`builders.toy_profile`) is a teacher that is right most of the time, and recipes that
+on them (`builders.worlds.toy_profile`) is a teacher that is right most of the time, and recipes that
 sample it have something to filter and RL has something to raise.
 """
 

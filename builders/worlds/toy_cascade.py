@@ -7,7 +7,7 @@ line. The order follows the data: SFT sets first (the RL sets are kept disjoint 
 preference pairs before the RLHF prompts drawn from them, held-out sets next to the sets they
 are held out from.
 
-    python -m builders.toy_cascade --lake toy-lake
+    python -m builders.worlds.toy_cascade --lake toy-lake
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from builders.recipes import recipe_named
 from builders.runner import BuildReport, build_dataset, parse_overrides
-from builders.toy_profile import TEACHER_STEPS_FILE
+from builders.worlds.toy_profile import TEACHER_STEPS_FILE
 from lake.catalog import Lake
 
 

@@ -38,7 +38,7 @@ from typing import Any
 
 import polars as pl
 
-from curation.conversations import field_values
+from curation.general.conversations import field_values
 from curation.generate.backend import Backend
 from curation.generate.plan import plan_jobs
 from curation.generate.run import generate_to_lake
