@@ -93,8 +93,10 @@ def test_no_signal_for_patience_steps_fails_naming_the_reward_and_the_cause(grou
 def test_a_step_with_signal_resets_the_count_and_patience_0_never_fails() -> None:
     watch = SignalWatch("s", "math_verifier", patience=2)
     flat, mixed = [episodes([0.0, 0.0])], [episodes([0.0, 1.0])]
+    assert [watch.observe(b) for b in (flat, flat)][-1] is not None  # never a signal: fails
+    watch = SignalWatch("s", "math_verifier", patience=2)
     assert [watch.observe(b) for b in (flat, mixed, flat)] == [None, None, None]
-    assert watch.observe(flat) is not None
+    assert watch.exhausted is None
     capped = SignalWatch("s", "math_verifier", patience=0, max_response_len=96)
     for _ in range(10):
         assert capped.observe([episodes([0.0, 0.0], truncated=True, trained=False)]) is None
@@ -102,6 +104,22 @@ def test_a_step_with_signal_resets_the_count_and_patience_0_never_fails() -> Non
         "0 of 10 steps had a group with a learning signal (every response hit max_response_len "
         "96 and overlong filtering gives those no gradient: raise max_response_len or turn "
         "overlong_filtering off); no_signal_patience is 0: a plumbing check, not training"
+    )
+
+
+def test_a_stage_that_learned_until_no_signal_is_left_ends_instead_of_failing() -> None:
+    """Solved always or never after learning (batch filtering finds no mixed group): the
+    stage has learned what its prompts teach, so it ends with the reason, and the values
+    of the filtered (untrained) groups still name the cause."""
+    watch = SignalWatch("if_rl", "if_verifier", patience=2)
+    mixed = [episodes([0.0, 1.0])]
+    solved = [episodes([1.0, 1.0], trained=False), episodes([0.0, 0.0], trained=False)]
+    assert [watch.observe(b) for b in (mixed, solved, solved)] == [None, None, None]
+    assert watch.exhausted == (
+        "no learning signal left: every group's reward (if_verifier) was identical for 2 steps "
+        "in a row (one value per group (0.0, 1.0): each prompt is solved always or never "
+        "(dynamic_filtering batch draws fresh prompts until a batch has mixed groups)) after 1 "
+        "steps with a signal"
     )
 
 
@@ -266,3 +284,39 @@ def test_a_plumbing_check_runs_through_and_says_so(stage_manifest) -> None:
         "signal (all None: the reward could not decide any reply (check the reward's columns: "
         "its inputs)); no_signal_patience is 0: a plumbing check, not training"
     )
+
+
+def test_a_stage_whose_signal_runs_out_ends_with_a_final_model(stage_manifest) -> None:
+    """Signal first, then every reply is right: after `no_signal_patience` steps without a
+    signal the stage ends (no signal left) with its final model, and the cascade goes on."""
+    manifest = stage_manifest(no_signal_patience=3)
+    scored = []
+
+    def learned_after_two_steps(prompts, completions, **_):
+        scored.extend(completions)
+        if len(scored) <= 2 * RESPONSES:
+            return a_is_right(prompts, completions)
+        return [1.0] * len(completions)
+
+    said = train(manifest, learned_after_two_steps)
+    stage_dir = manifest.parent / "out" / "math_rl"
+    log = read_log(stage_dir)
+    with_signal = sum(r["signal_groups"] > 0 for r in log)
+    assert with_signal >= 2 and [r["signal_groups"] for r in log[-3:]] == [0, 0, 0]
+    assert len(log) == with_signal + 3 < 8  # ended before max_steps
+    reason = (
+        "no learning signal left: every group's reward (a custom reward function) was identical "
+        "for 3 steps in a row (all 1.0: the policy solves every prompt (too easy to learn from)) "
+        f"after {with_signal} steps with a signal"
+    )
+    assert log[-1]["stop_reason"] == reason
+    record = json.loads((stage_dir / "final" / "trained_on.json").read_text())
+    assert (record["step"], record["stopped_early"], record["stop_reason"]) == (
+        len(log),
+        True,
+        reason,
+    )
+    assert (
+        f"stage math_rl: ended: {reason}; {with_signal} of {len(log)} steps had a group with a "
+        "learning signal"
+    ) in said

@@ -174,6 +174,8 @@ def run_rl_stage(ctx: StageContext) -> StageResult:
             if failure is not None:  # no checkpoint, no final model: the stage failed
                 log.write({**entry, "stop_reason": failure})
                 break
+            if watch is not None and watch.exhausted and stop_reason is None:
+                stop_reason = watch.exhausted  # learned what these prompts teach: end here
             stopped = stop_reason is not None
             if step == stage.max_steps and not stopped:
                 stop_reason = max_steps_reason(stage.max_steps, curriculum)

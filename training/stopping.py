@@ -3,9 +3,11 @@ learns nothing.
 
 `LengthCurriculum` ends a phase of the math length curriculum (recipe 7.4: 100-200 steps per
 phase, until the clip ratio reaches ~10%) once it has run `min_steps` and the truncated share,
-smoothed by an exponential moving average, is at or below the target. `SignalWatch` fails a
-GRPO stage whose groups all had identical rewards (zero advantage everywhere, so no gradient)
-for `patience` steps in a row, with one sentence naming the reward and the likely cause. Both
+smoothed by an exponential moving average, is at or below the target. `SignalWatch` watches
+for `patience` steps in a row whose groups all had identical rewards (zero advantage
+everywhere, so no gradient): a stage that never had a signal fails, with one sentence naming
+the reward and the likely cause; a stage that learned until its prompts are solved always or
+never ends there (no signal left), with that sentence as its stop reason. Both
 keep their state in a small dict that goes into every checkpoint, so a resumed run decides
 exactly as the killed one would have.
 """
@@ -102,10 +104,12 @@ class SignalWatch:
     episodes: int = 0
     undecided: int = 0
     capped_untrained: int = 0
+    exhausted: str | None = None  # why a stage that had a signal ends: none is left
 
     def observe(self, groups: Sequence[Sequence[Episode]]) -> str | None:
         """Record one step; the failure sentence once `patience` steps in a row had no
-        signal (None otherwise, and always None with patience 0)."""
+        signal and no step before them had one (None otherwise, and always None with
+        patience 0). When earlier steps had a signal, `exhausted` says why the stage ends."""
         self.steps += 1
         if any(has_signal([e.reward for e in g if e.trained]) for g in groups):
             self.steps_with_signal += 1
@@ -117,9 +121,12 @@ class SignalWatch:
         self.episodes += len(episodes)
         self.undecided += sum(e.reward is None for e in episodes)
         self.capped_untrained += sum(e.truncated and not e.trained for e in episodes)
-        seen = set(self.values) | {e.reward for e in episodes if e.trained and e.reward is not None}
+        seen = set(self.values) | {e.reward for e in episodes if e.reward is not None}
         self.values = sorted(seen)  # type: ignore[arg-type]
         if self.patience and self.run >= self.patience:
+            if self.steps_with_signal:
+                self.exhausted = self.exhaustion()
+                return None
             return self.failure()
         return None
 
@@ -147,8 +154,8 @@ class SignalWatch:
             )
         shown = ", ".join(str(v) for v in self.values[:6])
         return (
-            f"one value per group ({shown}): each prompt is solved always or never; "
-            "dynamic_filtering batch draws fresh prompts instead"
+            f"one value per group ({shown}): each prompt is solved always or never "
+            "(dynamic_filtering batch draws fresh prompts until a batch has mixed groups)"
         )
 
     def failure(self) -> str:
@@ -156,6 +163,13 @@ class SignalWatch:
             f"stage {self.stage_name}: every group's reward ({self.reward}) was identical for "
             f"{self.run} steps in a row ({self.cause()}), so the stage learns nothing; set "
             "no_signal_patience 0 only for a plumbing check that expects no signal"
+        )
+
+    def exhaustion(self) -> str:
+        return (
+            f"no learning signal left: every group's reward ({self.reward}) was identical for "
+            f"{self.run} steps in a row ({self.cause()}) after {self.steps_with_signal} steps "
+            "with a signal"
         )
 
     def summary(self) -> str:
