@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -31,7 +32,9 @@ def test_the_readme_tour_runs_as_written(tmp_path: Path) -> None:
     work = tmp_path / "project"
     work.mkdir()
     (tmp_path / "shared").symlink_to(ROOT.parent / "shared")
-    (work / "manifests").symlink_to(ROOT / "manifests")
+    # A copy, not a link: the tour's builds write manifests/datasets/, which must not land
+    # in the repository's own manifests/.
+    shutil.copytree(ROOT / "manifests", work / "manifests")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("CASCADE_LAKE", None)
     cascade = [sys.executable, "-c", "from cli.main import main; main()"]
