@@ -10,12 +10,23 @@ so SFT examples can be rendered later in the student's own chat template.
 
 from __future__ import annotations
 
+from typing import Literal
+
 import pyarrow as pa
 
 from schemas.tables import TableContract, register_contract
 
-MODES = ("think", "no_think")
+Mode = Literal["think", "no_think"]
+MODES: tuple[Mode, ...] = ("think", "no_think")
 """Thinking mode answers with `<think>...</think>` reasoning first; non-thinking does not."""
+
+MODE_FLAGS: dict[Mode, str] = {"think": "/think", "no_think": "/no_think"}
+"""The flag a user turn ends with to ask for a mode (Nemotron-Cascade's chat format)."""
+
+ModeSwitch = Literal["model", "template", "flag"]
+MODE_SWITCHES: tuple[ModeSwitch, ...] = ("model", "template", "flag")
+"""How a teacher is put in a mode: one model per mode, the chat template's `enable_thinking`,
+or a mode flag on every user turn (the `mode_switch` column)."""
 
 FINISH_REASONS = ("stop", "length")
 """`stop`: the model ended its answer; `length`: cut at max_new_tokens (see `truncated`)."""

@@ -28,11 +28,11 @@ def test_template_switch_keys() -> None:
 
 def test_flag_switch_keys() -> None:
     sampling = Sampling(max_new_tokens=64, temperature=1.0, top_p=0.9, top_k=20)
-    assert keys(Teacher("m", switch="flag"), sampling, seed=7) == EXPECTED["flag"]
+    assert keys(Teacher("m", mode_switch="flag"), sampling, seed=7) == EXPECTED["flag"]
 
 
 def test_model_switch_keys() -> None:
-    teacher = Teacher("deepseek-r1", switch="model", no_think_model="deepseek-v3")
+    teacher = Teacher("deepseek-r1", mode_switch="model", no_think_model="deepseek-v3")
     sampling = Sampling(max_new_tokens=32768, temperature=0.0, top_p=1.0)
     assert keys(teacher, sampling, seed=3) == EXPECTED["model"]
 

@@ -237,7 +237,7 @@ def test_reasoning_opened_by_the_template_is_stored_as_reasoning(tmp_path: Path)
         lake,
         prompts_from_records(math_rows(2), origin="m"),
         output="gens",
-        teacher=Teacher(r1, switch="model", no_think_model=r1),
+        teacher=Teacher(r1, mode_switch="model", no_think_model=r1),
         backend="hf",
         backend_options={"num_threads": 1},
         modes=["think"],

@@ -72,7 +72,7 @@ CHAT = ({"role": "system", "content": "Be brief."}, {"role": "user", "content": 
 
 
 def test_flag_switch_marks_every_user_turn() -> None:
-    teacher = Teacher("m", switch="flag")
+    teacher = Teacher("m", mode_switch="flag")
     chat = (*CHAT, {"role": "assistant", "content": "4"}, {"role": "user", "content": "3+3?"})
     sent = teacher.messages_for(chat, "no_think")
     assert [m["content"] for m in sent] == ["Be brief.", "2+2? /no_think", "4", "3+3? /no_think"]
@@ -81,15 +81,15 @@ def test_flag_switch_marks_every_user_turn() -> None:
 
 
 def test_template_and_model_switches() -> None:
-    qwen = Teacher("qwen3", switch="template")
+    qwen = Teacher("qwen3", mode_switch="template")
     assert qwen.template_kwargs_for("no_think") == {"enable_thinking": False}
     assert qwen.messages_for(CHAT, "no_think") == CHAT
-    pair = Teacher("r1", switch="model", no_think_model="v3")
+    pair = Teacher("r1", mode_switch="model", no_think_model="v3")
     assert (pair.model_for("think"), pair.model_for("no_think")) == ("r1", "v3")
     with pytest.raises(ValueError, match="non-thinking model"):
-        Teacher("r1", switch="model")
+        Teacher("r1", mode_switch="model")
     with pytest.raises(ValueError, match="non-thinking model"):
-        Teacher("r1", switch="flag", no_think_model="v3")
+        Teacher("r1", mode_switch="flag", no_think_model="v3")
 
 
 def test_plan_jobs_seeds_fingerprints_and_parallel_modes() -> None:
@@ -116,7 +116,7 @@ def test_plan_jobs_seeds_fingerprints_and_parallel_modes() -> None:
     "change",
     [
         {"teacher": Teacher("other")},
-        {"teacher": Teacher("m", switch="flag")},
+        {"teacher": Teacher("m", mode_switch="flag")},
         {"sampling": Sampling(max_new_tokens=64, temperature=0.7)},
         {"sampling": Sampling(max_new_tokens=65, temperature=0.6)},
         {"seed": 1},

@@ -30,8 +30,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
+from schemas.generation import MODE_FLAGS, MODES, Mode
 from schemas.tool_calls import (
     TOOL_RESPONSE_CLOSE,
     TOOL_RESPONSE_OPEN,
@@ -60,10 +60,6 @@ def _jinja_text(text: str) -> str:
     escaped = text.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n")
     return f"'{escaped}'"
 
-
-Mode = Literal["think", "no_think"]
-MODES: tuple[Mode, ...] = ("think", "no_think")
-FLAGS: dict[Mode, str] = {"think": "/think", "no_think": "/no_think"}
 
 CHAT_TEMPLATE = (
     "{%- set think = true -%}"
@@ -233,7 +229,7 @@ def infer_mode(messages: Sequence[Message]) -> Mode:
 
 def has_flag(content: str) -> bool:
     """True when a user turn already ends with `/think` or `/no_think`."""
-    return content.endswith(tuple(FLAGS.values()))
+    return content.endswith(tuple(MODE_FLAGS.values()))
 
 
 def assistant_text(message: Message) -> str:
@@ -252,7 +248,7 @@ def render_segments(
     """The chat as (text, is_target) pieces; joining the texts gives the full ChatML string."""
     if mode not in MODES:
         raise ChatFormatError(f"mode must be one of {MODES}, got {mode!r}")
-    flag = f" {FLAGS[mode]}"
+    flag = f" {MODE_FLAGS[mode]}"
     segments: list[tuple[str, bool]] = []
     turns = list(messages)
     if tools:

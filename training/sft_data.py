@@ -15,12 +15,11 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from schemas.generation import MODES, Mode
 from schemas.training_manifest import SFTStage
 from training.chat_template import (
-    MODES,
     ChatFormatError,
     Message,
-    Mode,
     TokenizedChat,
     infer_mode,
     parse_chat_tools,

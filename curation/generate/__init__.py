@@ -12,7 +12,6 @@ from curation.generate.backend import (
     BackendError,
     Completion,
     GenerationRequest,
-    Mode,
     Sampling,
 )
 from curation.generate.backends import make_backend
@@ -28,7 +27,6 @@ __all__ = [
     "GenerationReport",
     "GenerationRequest",
     "Job",
-    "Mode",
     "Sampling",
     "SplitResponse",
     "Teacher",

@@ -11,7 +11,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
 
-Mode = Literal["think", "no_think"]
 BackendName = Literal["hf", "vllm", "openai"]
 BACKENDS: tuple[str, ...] = ("hf", "vllm", "openai")
 

@@ -81,7 +81,7 @@ class Sampler:
 
     @property
     def teacher(self) -> Teacher:
-        return Teacher(self.model, switch=self.mode_switch)  # type: ignore[arg-type]
+        return Teacher(self.model, mode_switch=self.mode_switch)  # type: ignore[arg-type]
 
     def key(self) -> str:
         """A short hash of everything but the backend's placement: which samples these are."""
