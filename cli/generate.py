@@ -13,7 +13,7 @@ from cli.executors import EXECUTOR_OPTION, RAY_ADDRESS_OPTION, executor_session
 from curation.generate import (
     BACKENDS,
     BackendError,
-    Sampling,
+    SamplingParams,
     Teacher,
     generate_to_lake,
     prompts_from_records,
@@ -142,7 +142,7 @@ def generate_command(
     }[backend]
     try:
         teacher = Teacher(model, mode_switch=mode_switch, no_think_model=no_think_model)
-        sampling = Sampling(max_new_tokens, temperature, top_p, top_k)
+        sampling = SamplingParams(max_new_tokens, temperature, top_p, top_k)
         lake = open_lake(write=True)
         prompts, parents = load_prompts(
             lake, input_, id_field=id_field, prompt_field=prompt_field, system=system

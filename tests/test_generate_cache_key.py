@@ -7,7 +7,7 @@ samples. If a change here is ever meant, it needs a migration, not a new expecte
 
 from __future__ import annotations
 
-from curation.generate import Sampling, Teacher, plan_jobs
+from curation.generate import SamplingParams, Teacher, plan_jobs
 
 CHAT = (
     {"role": "system", "content": "Answer briefly."},
@@ -15,7 +15,7 @@ CHAT = (
 )
 
 
-def keys(teacher: Teacher, sampling: Sampling, seed: int = 0) -> list[str]:
+def keys(teacher: Teacher, sampling: SamplingParams, seed: int = 0) -> list[str]:
     jobs = plan_jobs(
         [("p", CHAT)], teacher, modes=["think", "no_think"], k=2, sampling=sampling, seed=seed
     )
@@ -23,17 +23,17 @@ def keys(teacher: Teacher, sampling: Sampling, seed: int = 0) -> list[str]:
 
 
 def test_template_switch_keys() -> None:
-    assert keys(Teacher("Qwen/Qwen3-8B"), Sampling()) == EXPECTED["template"]
+    assert keys(Teacher("Qwen/Qwen3-8B"), SamplingParams()) == EXPECTED["template"]
 
 
 def test_flag_switch_keys() -> None:
-    sampling = Sampling(max_new_tokens=64, temperature=1.0, top_p=0.9, top_k=20)
+    sampling = SamplingParams(max_new_tokens=64, temperature=1.0, top_p=0.9, top_k=20)
     assert keys(Teacher("m", mode_switch="flag"), sampling, seed=7) == EXPECTED["flag"]
 
 
 def test_model_switch_keys() -> None:
     teacher = Teacher("deepseek-r1", mode_switch="model", no_think_model="deepseek-v3")
-    sampling = Sampling(max_new_tokens=32768, temperature=0.0, top_p=1.0)
+    sampling = SamplingParams(max_new_tokens=32768, temperature=0.0, top_p=1.0)
     assert keys(teacher, sampling, seed=3) == EXPECTED["model"]
 
 

@@ -12,8 +12,8 @@ import pytest
 import torch
 from test_training_sft import gsm8k_chats, tiny_manifest, write_jsonl
 
-from curation.generate.backend import GenerationRequest, Sampling
 from curation.generate.hf import HfBackend, render_chat
+from schemas.generation import GenerationRequest, SamplingParams
 from training.chat_template import (
     CHAT_TEMPLATE,
     IGNORE_INDEX,
@@ -100,7 +100,7 @@ def test_a_trained_model_generates_through_the_hf_backend(tmp_path: Path) -> Non
     template = saved.get("chat_template") or (final / "chat_template.jinja").read_text()
     assert template == CHAT_TEMPLATE
     backend = HfBackend(str(final), batch_size=2, device="cpu")
-    sampling = Sampling(max_new_tokens=8, temperature=0.0, top_p=1.0)
+    sampling = SamplingParams(max_new_tokens=8, temperature=0.0, top_p=1.0)
     requests = [
         GenerationRequest(
             key=mode,

@@ -5,7 +5,7 @@ depend on which other prompts shared its batch. To keep "sample i of prompt p wi
 the same whatever the batching (and so cacheable), sampling is done by a logits processor
 that gives each row its own seeded stream and hands greedy decoding a one-hot choice.
 The model's own generation_config defaults (temperature, repetition penalty) are not used:
-the request's `Sampling` is the whole truth, as it is for the other backends.
+the request's `SamplingParams` is the whole truth, as it is for the other backends.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from curation.generate.backend import BackendError, Completion, GenerationRequest, Sampling
+from curation.generate.backend import BackendError
 from curation.generate.split import prompt_opens_reasoning
+from schemas.generation import Completion, GenerationRequest, SamplingParams
 
 if TYPE_CHECKING:
     import torch
@@ -60,7 +61,9 @@ class SeededRowSampler:
     transformers' own warpers, in that order.
     """
 
-    def __init__(self, seeds: Sequence[int], sampling: Sampling, device: torch.device) -> None:
+    def __init__(
+        self, seeds: Sequence[int], sampling: SamplingParams, device: torch.device
+    ) -> None:
         import torch
         from transformers import (
             LogitsProcessorList,
@@ -168,7 +171,7 @@ class HfBackend:
             key: len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
             for key, text in rendered.items()
         }
-        by_sampling: dict[Sampling, list[GenerationRequest]] = {}
+        by_sampling: dict[SamplingParams, list[GenerationRequest]] = {}
         for request in requests:
             by_sampling.setdefault(request.sampling, []).append(request)
         for sampling, group in by_sampling.items():
@@ -178,7 +181,7 @@ class HfBackend:
                 yield from self._generate_batch(batch, [rendered[r.key] for r in batch], sampling)
 
     def _generate_batch(
-        self, batch: list[GenerationRequest], prompts: list[str], sampling: Sampling
+        self, batch: list[GenerationRequest], prompts: list[str], sampling: SamplingParams
     ) -> list[Completion]:
         import torch
         from transformers import GenerationConfig, LogitsProcessorList
@@ -186,11 +189,12 @@ class HfBackend:
         encoded = self.tokenizer(
             prompts, return_tensors="pt", padding=True, add_special_tokens=False
         ).to(self.device)
+        eos_ids = self.eos_ids | set(sampling.stop_token_ids)
         config = GenerationConfig(
             max_new_tokens=sampling.max_new_tokens,
             do_sample=False,
             pad_token_id=self.tokenizer.pad_token_id,
-            eos_token_id=sorted(self.eos_ids),
+            eos_token_id=sorted(eos_ids),
         )
         processors = LogitsProcessorList()
         if sampling.temperature > 0:
@@ -205,7 +209,7 @@ class HfBackend:
         for request, prompt, tokens, n_prompt in zip(
             batch, prompts, new_tokens, prompt_tokens, strict=True
         ):
-            n, finish = completion_length(tokens, self.eos_ids)
+            n, finish = completion_length(tokens, eos_ids)
             completions.append(
                 Completion(
                     key=request.key,

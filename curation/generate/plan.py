@@ -16,9 +16,16 @@ from typing import Any
 import polars as pl
 import xxhash
 
-from curation.generate.backend import GenerationRequest, Sampling
 from curation.prompt_ids import prompt_ids
-from schemas.generation import MODE_FLAGS, MODE_SWITCHES, MODES, Mode, ModeSwitch
+from schemas.generation import (
+    MODE_FLAGS,
+    MODE_SWITCHES,
+    MODES,
+    GenerationRequest,
+    Mode,
+    ModeSwitch,
+    SamplingParams,
+)
 
 ROLES = ("system", "user", "assistant", "tool")
 
@@ -85,7 +92,7 @@ def fingerprint(
     mode: Mode,
     mode_switch: ModeSwitch,
     template_kwargs: Mapping[str, Any],
-    sampling: Sampling,
+    sampling: SamplingParams,
     seed: int,
 ) -> str:
     """Hex digest of everything that determines one sample (the cache key)."""
@@ -108,7 +115,7 @@ def plan_jobs(
     *,
     modes: Sequence[Mode],
     k: int,
-    sampling: Sampling,
+    sampling: SamplingParams,
     seed: int = 0,
 ) -> list[Job]:
     """Every (prompt, mode, sample) job; both modes for one prompt are 'parallel responses'."""

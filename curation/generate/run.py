@@ -31,12 +31,12 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from curation.generate.backend import Backend, Completion, Sampling
+from curation.generate.backend import Backend
 from curation.generate.backends import make_backend
 from curation.generate.plan import Job, Messages, Teacher, plan_jobs
 from curation.generate.split import split_response
 from lake.catalog import Lake
-from schemas.generation import GENERATIONS, Mode
+from schemas.generation import GENERATIONS, Completion, Mode, SamplingParams
 
 BackendFactory = Callable[[str], Backend]
 
@@ -126,7 +126,7 @@ def generate_to_lake(
     backend: str,
     modes: Sequence[Mode],
     k: int,
-    sampling: Sampling,
+    sampling: SamplingParams,
     seed: int = 0,
     backend_options: dict[str, Any] | None = None,
     backend_factory: BackendFactory | None = None,

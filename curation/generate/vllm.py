@@ -15,9 +15,10 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from curation.generate.backend import BackendError, Completion, GenerationRequest
+from curation.generate.backend import BackendError
 from curation.generate.hf import render_chat
 from curation.generate.split import prompt_opens_reasoning
+from schemas.generation import Completion, GenerationRequest
 
 
 def seed_runs(requests: Sequence[GenerationRequest]) -> list[list[GenerationRequest]]:
