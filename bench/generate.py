@@ -37,7 +37,8 @@ from curation.generate import (
     Teacher,
     generate_to_lake,
 )
-from curation.generate.hf import HfBackend, completion_length, render_chat
+from curation.generate.chat_template import render_chat
+from curation.generate.hf import HfBackend, completion_length
 from curation.generate.tiny_teacher import build_tiny_teacher
 from lake.catalog import Lake
 

@@ -13,9 +13,9 @@ import time
 
 import pytest
 
+from curation.generate.chat_template import Message
 from schemas.generation import Completion, SamplingParams
 from schemas.training_manifest import GRPOStage
-from training.chat_template import Message
 from training.distributed import init_distributed
 from training.grpo import StepTimer, collect_batch
 from training.models import train_bpe_tokenizer

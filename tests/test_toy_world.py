@@ -21,10 +21,10 @@ from builders.worlds.toy_world import (
     train_toy_models,
     write_jsonl,
 )
+from curation.generate.chat_template import Message, render_text
 from curation.generate.hf import HfBackend
 from curation.verify import math_reward
 from schemas.generation import GenerationRequest, SamplingParams
-from training.chat_template import Message, render_text
 from training.step_log import read_log
 
 torch.set_num_threads(1)

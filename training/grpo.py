@@ -31,10 +31,10 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from curation.generate.chat_template import IM_END, tokenize_prompt
 from schemas.generation import SamplingParams
 from schemas.training_manifest import EvalSpec, GRPOStage, MOPDStage
 from training import checkpoint as ckpt
-from training.chat_template import IM_END, tokenize_prompt
 from training.datasets import load
 from training.distributed import grad_norm, optimizer_step
 from training.episode import Episode, has_signal, shuffle_rewards

@@ -15,26 +15,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from curation.generate.backend import BackendError
+from curation.generate.chat_template import render_chat
 from curation.generate.split import prompt_opens_reasoning
 from schemas.generation import Completion, GenerationRequest, SamplingParams
 
 if TYPE_CHECKING:
     import torch
-
-
-def render_chat(tokenizer: Any, request: GenerationRequest) -> str:
-    """Render a request's messages with the tokenizer's own chat template."""
-    if not getattr(tokenizer, "chat_template", None):
-        raise BackendError(
-            f"model {request.model!r}: its tokenizer has no chat template, so prompts cannot "
-            "be rendered the way the teacher was trained"
-        )
-    return tokenizer.apply_chat_template(
-        [dict(m) for m in request.messages],
-        tokenize=False,
-        add_generation_prompt=True,
-        **request.template_kwargs,
-    )
 
 
 def completion_length(token_ids: Sequence[int], eos_ids: set[int]) -> tuple[int, str]:

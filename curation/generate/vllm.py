@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from curation.generate.backend import BackendError
-from curation.generate.hf import render_chat
+from curation.generate.chat_template import render_chat
 from curation.generate.split import prompt_opens_reasoning
 from schemas.generation import Completion, GenerationRequest
 

@@ -1,5 +1,5 @@
 """The chat template a model is trained with travels with it: the Jinja template saved on the
-tokenizer renders exactly what `training/chat_template.py` renders (flags included), and a
+tokenizer renders exactly what `curation/generate/chat_template.py` renders (flags included), and a
 model written by `cascade train` is usable by `cascade generate --backend hf` as is.
 """
 
@@ -12,19 +12,20 @@ import pytest
 import torch
 from test_training_sft import gsm8k_chats, tiny_manifest, write_jsonl
 
-from curation.generate.hf import HfBackend, render_chat
-from schemas.generation import GenerationRequest, SamplingParams
-from training.chat_template import (
+from curation.generate.chat_template import (
     CHAT_TEMPLATE,
     IGNORE_INDEX,
     ChatFormatError,
     Message,
     parse_chat_tools,
     parse_messages,
+    render_chat,
     render_prompt,
     render_text,
     tokenize_chat,
 )
+from curation.generate.hf import HfBackend
+from schemas.generation import GenerationRequest, SamplingParams
 from training.models import train_bpe_tokenizer
 from training.runner import run_cascade
 
