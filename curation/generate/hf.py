@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from curation.generate.backend import BackendError
 from curation.generate.chat_template import render_chat
+from curation.generate.sampling import inverse_cdf_sample, seeded_uniforms, truncate
 from curation.generate.split import prompt_opens_reasoning
 from schemas.generation import Completion, GenerationRequest, SamplingParams
 
@@ -40,49 +41,30 @@ def completion_length(token_ids: Sequence[int], eos_ids: set[int]) -> tuple[int,
 class SeededRowSampler:
     """Logits processor: sample each row from its own seeded stream, return a one-hot.
 
-    Each row draws its `max_new_tokens` uniforms up front from a CPU `torch.Generator`
-    seeded with the row's seed (the same numbers on any device), and step t picks the token
-    where the row's cumulative probability first exceeds its t-th uniform (inverse-CDF
-    sampling), for all rows at once. Temperature, top-k and top-p are applied first with
-    transformers' own warpers, in that order.
+    The sampling itself is `curation.generate.sampling` (shared with the rollout engine): each
+    row's `max_new_tokens` uniforms are drawn up front from its seed, and step t samples with
+    the t-th one after temperature, top-k and top-p.
     """
 
     def __init__(
         self, seeds: Sequence[int], sampling: SamplingParams, device: torch.device
     ) -> None:
         import torch
-        from transformers import (
-            LogitsProcessorList,
-            TemperatureLogitsWarper,
-            TopKLogitsWarper,
-            TopPLogitsWarper,
-        )
 
         self.uniforms = torch.stack(
-            [
-                torch.rand(sampling.max_new_tokens, generator=torch.Generator().manual_seed(s))
-                for s in seeds
-            ]
+            [seeded_uniforms(s, sampling.max_new_tokens) for s in seeds]
         ).to(device)
+        self.sampling = sampling
         self.step = 0
-        warpers: list[Any] = [TemperatureLogitsWarper(sampling.temperature)]
-        if sampling.top_k > 0:
-            warpers.append(TopKLogitsWarper(sampling.top_k))
-        if sampling.top_p < 1.0:
-            warpers.append(TopPLogitsWarper(sampling.top_p))
-        self.warpers = LogitsProcessorList(warpers)
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         import torch
 
-        probs = torch.softmax(self.warpers(input_ids, scores).float(), dim=-1)
-        cdf = probs.cumsum(dim=-1)
-        # Scale by the total so rounding can never point past the last token with mass.
-        target = self.uniforms[:, self.step : self.step + 1] * cdf[:, -1:]
-        chosen = torch.searchsorted(cdf, target, right=True).clamp_(max=scores.shape[-1] - 1)
+        scaled = scores.float() / self.sampling.temperature
+        chosen = inverse_cdf_sample(truncate(scaled, self.sampling), self.uniforms[:, self.step])
         self.step += 1
         one_hot = torch.full_like(scores, float("-inf"))
-        one_hot.scatter_(1, chosen, 0.0)
+        one_hot.scatter_(1, chosen[:, None], 0.0)
         return one_hot
 
 

@@ -7,8 +7,9 @@ own positions, so the moment a row stops (stop token or length cap) the next pro
 prefilled into that slot and decoding goes on at full width.
 
 Sampling is per row and seeded per request (inverse-CDF sampling on uniforms drawn from the
-request's own generator), with temperature, then transformers' top-k and top-p warpers: a
-sample depends only on the weights, its prompt and its seed, not on what else shared the batch.
+request's own generator), with temperature, then transformers' top-k and top-p warpers, the
+same sampler as the hf teacher's (`curation.generate.sampling`): a sample depends only on the
+weights, its prompt and its seed, not on what else shared the batch.
 Greedy decoding (temperature 0) takes the argmax, token for token what `model.generate` does.
 """
 
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
+from curation.generate.sampling import inverse_cdf_sample, seeded_uniforms, truncate
 from schemas.generation import Completion, GenerationRequest, SamplingParams
 from training.rollout.engine import rollout_prompt
 
@@ -188,8 +190,8 @@ class HfEngine:
                         index = pending.popleft()
                         cap = caps[index]
                         slots[slot] = _Slot(index, len(prompts[index]), cap, -1, [], [])
-                        generator = torch.Generator().manual_seed(requests[index].seed)
-                        uniforms[slot, :cap] = torch.rand(cap, generator=generator).to(self.device)
+                        draws = seeded_uniforms(requests[index].seed, cap)
+                        uniforms[slot, :cap] = draws.to(self.device)
                         admitted.append(slot)
                 if admitted:
                     logits = self._prefill(
@@ -294,22 +296,8 @@ class HfEngine:
         else:
             scaled = logits / sampling.temperature
             logprobs = torch.log_softmax(scaled, dim=-1)
-            warped = _warp(scaled, sampling)
-            cdf = torch.softmax(warped, dim=-1).cumsum(dim=-1)
             steps = torch.tensor([len(slots[r].tokens) for r in rows], device=logits.device)  # type: ignore[union-attr]
-            draw = uniforms[torch.tensor(rows, device=logits.device), steps][:, None]
-            tokens = torch.searchsorted(cdf, draw * cdf[:, -1:], right=True).squeeze(1)
-            tokens = tokens.clamp_(max=logits.shape[-1] - 1)
+            draws = uniforms[torch.tensor(rows, device=logits.device), steps]
+            tokens = inverse_cdf_sample(truncate(scaled, sampling), draws)
         chosen = logprobs.gather(1, tokens[:, None]).squeeze(1)
         return list(zip(rows, tokens.tolist(), chosen.tolist(), strict=True))
-
-
-def _warp(scaled: torch.Tensor, sampling: SamplingParams) -> torch.Tensor:
-    """Top-k then top-p on temperature-scaled logits, with transformers' own warpers."""
-    from transformers import TopKLogitsWarper, TopPLogitsWarper
-
-    if sampling.top_k > 0:
-        scaled = TopKLogitsWarper(sampling.top_k)(None, scaled)  # type: ignore[arg-type]
-    if sampling.top_p < 1.0:
-        scaled = TopPLogitsWarper(sampling.top_p)(None, scaled)  # type: ignore[arg-type]
-    return scaled

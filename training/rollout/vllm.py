@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from curation.generate.sampling import vllm_sampling_arguments
 from schemas.generation import Completion, GenerationRequest
 from training.rollout.engine import rollout_prompt
 
@@ -42,15 +43,10 @@ def import_vllm() -> Any:
 
 def sampling_kwargs(request: GenerationRequest) -> dict:
     """Keyword arguments of `vllm.SamplingParams` for one request (n=1, its own seed)."""
-    sampling = request.sampling
     return {
         "n": 1,
-        "temperature": sampling.temperature,
-        "top_p": sampling.top_p,
-        "top_k": sampling.top_k if sampling.top_k > 0 else -1,
-        "max_tokens": sampling.max_new_tokens,
+        **vllm_sampling_arguments(request.sampling),
         "seed": request.seed,
-        "stop_token_ids": list(sampling.stop_token_ids),
         "logprobs": 0,  # the sampled token's log-prob only
         "detokenize": False,
     }
