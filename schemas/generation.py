@@ -1,7 +1,7 @@
 """Generation's one vocabulary, and the contract of the `generations` table.
 
 Teacher generation (SFT data) and policy rollouts (RL episodes) speak the same types: a
-`GenerationRequest` (a prompt, its `SamplingParams`, one seed) goes to a generator, which
+`GenerationRequest` (a prompt, its `SamplingParams`, one seed) goes to a `Generator`, which
 gives back a `Completion` (the text, and the token ids and log-probs where it has them).
 Thinking mode (`Mode`) and how a teacher is put in it (`ModeSwitch`) are defined here too.
 
@@ -15,9 +15,9 @@ examples can be rendered later in the student's own chat template.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import pyarrow as pa
 
@@ -122,6 +122,22 @@ class Completion:
     top_logprobs: tuple[dict[str, Any], ...] | None = None
     token_ids: list[int] | None = None
     logprobs: list[float] | None = None
+
+
+class Generator(Protocol):
+    """What turns requests into completions: a teacher backend (`curation.generate.Backend`,
+    bound to one model) or a rollout engine (`training.rollout.RolloutEngine`, which also
+    takes the policy's new weights), so an environment runner can drive either."""
+
+    name: str
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> Iterator[Completion]:
+        """Yield one Completion per request, in any order, as soon as each is done."""
+        ...
+
+    def close(self) -> None:
+        """Free the model / connections (a run may load another model next)."""
+        ...
 
 
 FINISH_REASONS = ("stop", "length")

@@ -7,28 +7,18 @@ done so the caller can commit small chunks and a killed run loses little.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
 from typing import Literal, Protocol
 
-from schemas.generation import Completion, GenerationRequest
+from schemas.generation import Generator
 
 BackendName = Literal["hf", "vllm", "openai"]
 BACKENDS: tuple[str, ...] = ("hf", "vllm", "openai")
 
 
-class Backend(Protocol):
-    """A teacher backend bound to one model."""
+class Backend(Generator, Protocol):
+    """A teacher backend: a `Generator` bound to one model."""
 
-    name: str
     model: str
-
-    def generate(self, requests: Sequence[GenerationRequest]) -> Iterator[Completion]:
-        """Yield one Completion per request, in any order, as soon as each is done."""
-        ...
-
-    def close(self) -> None:
-        """Free the model / connections (a run may load another model next)."""
-        ...
 
 
 class BackendError(RuntimeError):

@@ -12,12 +12,12 @@ same quantity from a training forward, so the two can be compared (the on-policy
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Protocol
 
 import torch
 
-from schemas.generation import Completion, GenerationRequest, SamplingParams
+from schemas.generation import GenerationRequest, Generator, SamplingParams
 
 POLICY = "policy"
 """The model rollout requests name: an engine serves the policy being trained."""
@@ -42,20 +42,13 @@ def rollout_prompt(request: GenerationRequest) -> Sequence[int]:
     return request.prompt_ids
 
 
-class RolloutEngine(Protocol):
-    """What the RL loop needs from an engine."""
-
-    name: str
-
-    def generate(self, requests: Sequence[GenerationRequest]) -> Iterator[Completion]:
-        """Yield one Completion per request, in the order they finish."""
-        ...
+class RolloutEngine(Generator, Protocol):
+    """What the RL loop needs from an engine: a `Generator` of the policy (yielding each
+    completion as it finishes) that takes new weights after every optimizer step."""
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
         """Take the policy's current parameters (after each optimizer step)."""
         ...
-
-    def close(self) -> None: ...
 
 
 def sampling_logprobs(
