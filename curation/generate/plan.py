@@ -100,7 +100,7 @@ def fingerprint(
         "model": model,
         "messages": list(messages),
         "mode": mode,
-        "switch": mode_switch,  # the key today's cache ids were hashed with; renaming it changes them
+        "switch": mode_switch,  # the key existing ids were hashed with: renaming it changes them
         "template_kwargs": dict(template_kwargs),
         "sampling": sampling.as_dict(),
         "seed": seed,
@@ -131,12 +131,12 @@ def plan_jobs(
             model = teacher.model_for(mode)
             sent = teacher.messages_for(messages, mode)
             kwargs = teacher.template_kwargs_for(mode)
+            mode_switch = teacher.mode_switch
             for index in range(k):
                 sample_seed = seed + index
-                switch = teacher.mode_switch
-                key = fingerprint(model, sent, mode, switch, kwargs, sampling, sample_seed)
+                key = fingerprint(model, sent, mode, mode_switch, kwargs, sampling, sample_seed)
                 request = GenerationRequest(key, model, sent, sampling, sample_seed, kwargs)
-                jobs.append(Job(request, prompt_id, mode, index, switch, messages_json))
+                jobs.append(Job(request, prompt_id, mode, index, mode_switch, messages_json))
     return jobs
 
 
