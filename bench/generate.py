@@ -30,8 +30,15 @@ from typing import TypeVar
 
 import torch
 
-from curation.generate import Completion, GenerationRequest, Sampling, Teacher, generate_to_lake
-from curation.generate.hf import HfBackend, completion_length, render_chat
+from curation.generate import (
+    Completion,
+    GenerationRequest,
+    SamplingParams,
+    Teacher,
+    generate_to_lake,
+)
+from curation.generate.chat_template import render_chat
+from curation.generate.hf import HfBackend, completion_length
 from curation.generate.tiny_teacher import build_tiny_teacher
 from lake.catalog import Lake
 
@@ -116,7 +123,7 @@ def main() -> None:
     build_s = time.perf_counter() - started
     backend = HfBackend(model, batch_size=args.batch_size, device=args.device)
     params = sum(p.numel() for p in backend.lm.parameters())
-    sampling = Sampling(max_new_tokens=args.max_new_tokens, temperature=1.0, top_p=0.95)
+    sampling = SamplingParams(max_new_tokens=args.max_new_tokens, temperature=1.0, top_p=0.95)
     requests = [
         GenerationRequest(str(i), model, ({"role": "user", "content": p},), sampling, i)
         for i, p in enumerate(problems)

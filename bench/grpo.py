@@ -30,6 +30,7 @@ import math
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +38,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from training.rollout import RolloutRequest, SamplingParams  # noqa: E402
+from schemas.generation import SamplingParams  # noqa: E402
+from training.rollout import rollout_request  # noqa: E402
 from training.rollout.hf import HfEngine  # noqa: E402
 
 QWEN2_0_5B = {  # Qwen/Qwen2-0.5B config.json
@@ -88,15 +90,15 @@ def sync(device: torch.device) -> None:
 def bench_engine(model, prompts, lengths, slots: int, device) -> dict:
     engine = HfEngine(model, batch_size=slots)
     never = model.config.vocab_size  # an id no model can sample: rows end at their length
-    sampling = SamplingParams(max_new_tokens=max(lengths), temperature=1.0, stop_token_ids=(never,))
+    sampling = SamplingParams(temperature=1.0, top_p=1.0, stop_token_ids=(never,))
     requests = [
-        RolloutRequest(i, p, seed=i, max_new_tokens=n)
+        rollout_request(i, p, replace(sampling, max_new_tokens=n), seed=i)
         for i, (p, n) in enumerate(zip(prompts, lengths, strict=True))
     ]
-    list(engine.generate(requests[:slots], sampling))  # warm-up (allocates the cache)
+    list(engine.generate(requests[:slots]))  # warm-up (allocates the cache)
     sync(device)
     start = time.perf_counter()
-    done = list(engine.generate(requests, sampling))
+    done = list(engine.generate(requests))
     sync(device)
     elapsed = time.perf_counter() - start
     tokens = sum(len(r.token_ids) for r in done)

@@ -13,16 +13,17 @@ from cli.executors import EXECUTOR_OPTION, RAY_ADDRESS_OPTION, executor_session
 from curation.generate import (
     BACKENDS,
     BackendError,
-    Sampling,
+    SamplingParams,
     Teacher,
     generate_to_lake,
     prompts_from_records,
 )
 from curation.generate.on_cluster import generation_backend_factory
-from curation.generate.plan import MODE_SWITCHES, Messages
+from curation.generate.plan import Messages
 from curation.generate.run import report_json
 from curation.ingest import IngestError, read_chunks
 from lake.catalog import Lake, LakeError
+from schemas.generation import MODE_SWITCHES
 from schemas.tables import SchemaError
 
 MODE_CHOICES = {"think": ["think"], "no_think": ["no_think"]}
@@ -116,8 +117,8 @@ def generate_command(
         raise CascadeError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     if mode not in MODE_CHOICES:
         raise CascadeError(f"--mode must be think, no_think or both, got {mode!r}")
-    switch = mode_switch or ("model" if no_think_model else "template")
-    if switch not in MODE_SWITCHES:
+    mode_switch = mode_switch or ("model" if no_think_model else "template")
+    if mode_switch not in MODE_SWITCHES:
         raise CascadeError(f"--mode-switch must be one of {', '.join(MODE_SWITCHES)}")
     options: dict[str, Any] = {
         "hf": {
@@ -140,8 +141,8 @@ def generate_command(
         },
     }[backend]
     try:
-        teacher = Teacher(model, switch=switch, no_think_model=no_think_model)
-        sampling = Sampling(max_new_tokens, temperature, top_p, top_k)
+        teacher = Teacher(model, mode_switch=mode_switch, no_think_model=no_think_model)
+        sampling = SamplingParams(max_new_tokens, temperature, top_p, top_k)
         lake = open_lake(write=True)
         prompts, parents = load_prompts(
             lake, input_, id_field=id_field, prompt_field=prompt_field, system=system

@@ -1,4 +1,5 @@
-"""Contracts only: Arrow schemas of lake tables and pydantic models of manifests.
+"""Contracts only: Arrow schemas of lake tables, pydantic models of manifests, and the values
+that cross the generation interface (`schemas.generation`).
 
 Nothing here does I/O or imports anything heavier than pyarrow and pydantic.
 

@@ -44,7 +44,6 @@ ENV_REF = re.compile(r"^env:([A-Za-z_][A-Za-z0-9_]*)$")
 CONTENT_HASH = re.compile(r"^[0-9a-f]{64}$")
 FILE_SUFFIXES = (".jsonl", ".parquet")
 TINY_RANDOM_ARCHS = ("qwen2", "qwen3", "llama")
-MODES = ("think", "no_think")
 
 
 class _Strict(BaseModel):

@@ -12,10 +12,10 @@ import pytest
 
 from builders import code_sft
 from builders.runner import Build
-from curation.generate.backend import Completion, GenerationRequest
 from curation.ingest import ingest
 from lake import Lake
 from lake.files import json_lines
+from schemas.generation import Completion, GenerationRequest
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 TWO_SUM_STORY = (

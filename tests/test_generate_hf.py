@@ -11,11 +11,12 @@ import torch
 from curation.generate import (
     BackendError,
     GenerationRequest,
-    Sampling,
+    SamplingParams,
     Teacher,
     generate_to_lake,
 )
-from curation.generate.hf import HfBackend, completion_length, render_chat
+from curation.generate.chat_template import render_chat
+from curation.generate.hf import HfBackend, completion_length
 from curation.generate.plan import prompts_from_records
 from curation.generate.tiny_teacher import build_tiny_teacher
 from lake.catalog import Lake
@@ -55,13 +56,15 @@ def backend(random_teacher: str) -> HfBackend:
     return HfBackend(random_teacher, batch_size=4, num_threads=1)
 
 
-def request(model: str, text: str, seed: int, sampling: Sampling, **kwargs) -> GenerationRequest:
+def request(
+    model: str, text: str, seed: int, sampling: SamplingParams, **kwargs
+) -> GenerationRequest:
     chat = ({"role": "user", "content": text},)
     return GenerationRequest(f"{text[:20]}|{seed}", model, chat, sampling, seed, kwargs)
 
 
 def test_prompts_render_with_the_teachers_template(backend: HfBackend) -> None:
-    s = Sampling(max_new_tokens=4)
+    s = SamplingParams(max_new_tokens=4)
     thinking = render_chat(
         backend.tokenizer, request(backend.model, "2+2?", 0, s, enable_thinking=True)
     )
@@ -73,7 +76,7 @@ def test_prompts_render_with_the_teachers_template(backend: HfBackend) -> None:
 
 
 def test_a_sample_depends_on_its_seed_not_on_its_batch(backend: HfBackend) -> None:
-    sampling = Sampling(max_new_tokens=12, temperature=1.0, top_p=0.9, top_k=50)
+    sampling = SamplingParams(max_new_tokens=12, temperature=1.0, top_p=0.9, top_k=50)
     texts = [r["problem"] for r in math_rows(5)]  # different lengths: left padding differs
     requests = [request(backend.model, t, seed, sampling) for t in texts for seed in (0, 1)]
     backend.batch_size = 1
@@ -86,7 +89,7 @@ def test_a_sample_depends_on_its_seed_not_on_its_batch(backend: HfBackend) -> No
 
 
 def test_greedy_ignores_the_seed(backend: HfBackend) -> None:
-    greedy = Sampling(max_new_tokens=10, temperature=0.0)
+    greedy = SamplingParams(max_new_tokens=10, temperature=0.0)
     out = {
         c.key: c.text
         for c in backend.generate(
@@ -97,7 +100,7 @@ def test_greedy_ignores_the_seed(backend: HfBackend) -> None:
 
 
 def test_token_counts_and_length_limit(backend: HfBackend) -> None:
-    sampling = Sampling(max_new_tokens=6, temperature=1.0)
+    sampling = SamplingParams(max_new_tokens=6, temperature=1.0)
     req = request(backend.model, "Compute 17*23.", 5, sampling)
     (done,) = list(backend.generate([req]))
     prompt = render_chat(backend.tokenizer, req)
@@ -128,7 +131,7 @@ def test_trained_teacher_responses_split_into_reasoning_and_answer(
         backend_options={"batch_size": 8, "num_threads": 1},
         modes=["think", "no_think"],
         k=2,
-        sampling=Sampling(max_new_tokens=64, temperature=0.7),
+        sampling=SamplingParams(max_new_tokens=64, temperature=0.7),
         show_progress=False,
     )
     assert report.generated == 24
@@ -166,7 +169,7 @@ def test_generate_to_lake_caches_by_fingerprint(tmp_path: Path, random_teacher: 
         backend="hf",
         backend_options={"batch_size": 4, "num_threads": 1},
         modes=["think", "no_think"],
-        sampling=Sampling(max_new_tokens=5, temperature=1.0),
+        sampling=SamplingParams(max_new_tokens=5, temperature=1.0),
         show_progress=False,
         chunk_size=4,
     )
@@ -217,7 +220,7 @@ def test_a_model_named_apart_from_its_directory_writes_the_same_rows_anywhere(
             backend_options={"batch_size": 4, "num_threads": 1, "path": str(copy)},
             modes=["think"],
             k=2,
-            sampling=Sampling(max_new_tokens=5, temperature=1.0),
+            sampling=SamplingParams(max_new_tokens=5, temperature=1.0),
             show_progress=False,
         )
         rows = lake.read("gens").to_pylist()
@@ -237,12 +240,12 @@ def test_reasoning_opened_by_the_template_is_stored_as_reasoning(tmp_path: Path)
         lake,
         prompts_from_records(math_rows(2), origin="m"),
         output="gens",
-        teacher=Teacher(r1, switch="model", no_think_model=r1),
+        teacher=Teacher(r1, mode_switch="model", no_think_model=r1),
         backend="hf",
         backend_options={"num_threads": 1},
         modes=["think"],
         k=1,
-        sampling=Sampling(max_new_tokens=4, temperature=1.0),
+        sampling=SamplingParams(max_new_tokens=4, temperature=1.0),
         show_progress=False,
     )
     assert report.generated == 2

@@ -19,7 +19,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from curation.generate import BackendError, GenerationRequest, Sampling, Teacher, generate_to_lake
+from curation.generate import (
+    BackendError,
+    GenerationRequest,
+    SamplingParams,
+    Teacher,
+    generate_to_lake,
+)
 from curation.generate.hf import HfBackend
 from curation.generate.openai import OpenAIBackend
 from curation.generate.plan import prompts_from_records
@@ -100,7 +106,7 @@ class TinyChatServer:
         self.thread.start()
 
     def complete(self, body: dict) -> dict:
-        sampling = Sampling(
+        sampling = SamplingParams(
             max_new_tokens=body["max_tokens"],
             temperature=body["temperature"],
             top_p=body["top_p"],
@@ -171,7 +177,7 @@ def chat_request(model: str, text: str = "What is 2+2?", seed: int = 0) -> Gener
         f"{text}|{seed}",
         model,
         ({"role": "user", "content": text},),
-        Sampling(max_new_tokens=6, temperature=1.0),
+        SamplingParams(max_new_tokens=6, temperature=1.0),
         seed,
     )
 
@@ -186,7 +192,7 @@ def test_samples_over_http_equal_in_process_samples(
         teacher=Teacher(teacher_path),
         modes=["think", "no_think"],
         k=2,
-        sampling=Sampling(max_new_tokens=8, temperature=0.9, top_p=0.9, top_k=40),
+        sampling=SamplingParams(max_new_tokens=8, temperature=0.9, top_p=0.9, top_k=40),
         seed=11,
         show_progress=False,
     )

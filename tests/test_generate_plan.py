@@ -6,7 +6,13 @@ import json
 
 import pytest
 
-from curation.generate import Sampling, Teacher, plan_jobs, prompts_from_records, split_response
+from curation.generate import (
+    SamplingParams,
+    Teacher,
+    plan_jobs,
+    prompts_from_records,
+    split_response,
+)
 from curation.generate.split import prompt_opens_reasoning
 from curation.generate.vllm import seed_runs
 
@@ -72,7 +78,7 @@ CHAT = ({"role": "system", "content": "Be brief."}, {"role": "user", "content": 
 
 
 def test_flag_switch_marks_every_user_turn() -> None:
-    teacher = Teacher("m", switch="flag")
+    teacher = Teacher("m", mode_switch="flag")
     chat = (*CHAT, {"role": "assistant", "content": "4"}, {"role": "user", "content": "3+3?"})
     sent = teacher.messages_for(chat, "no_think")
     assert [m["content"] for m in sent] == ["Be brief.", "2+2? /no_think", "4", "3+3? /no_think"]
@@ -81,19 +87,19 @@ def test_flag_switch_marks_every_user_turn() -> None:
 
 
 def test_template_and_model_switches() -> None:
-    qwen = Teacher("qwen3", switch="template")
+    qwen = Teacher("qwen3", mode_switch="template")
     assert qwen.template_kwargs_for("no_think") == {"enable_thinking": False}
     assert qwen.messages_for(CHAT, "no_think") == CHAT
-    pair = Teacher("r1", switch="model", no_think_model="v3")
+    pair = Teacher("r1", mode_switch="model", no_think_model="v3")
     assert (pair.model_for("think"), pair.model_for("no_think")) == ("r1", "v3")
     with pytest.raises(ValueError, match="non-thinking model"):
-        Teacher("r1", switch="model")
+        Teacher("r1", mode_switch="model")
     with pytest.raises(ValueError, match="non-thinking model"):
-        Teacher("r1", switch="flag", no_think_model="v3")
+        Teacher("r1", mode_switch="flag", no_think_model="v3")
 
 
 def test_plan_jobs_seeds_fingerprints_and_parallel_modes() -> None:
-    sampling = Sampling(max_new_tokens=64, temperature=0.6, top_p=0.95, top_k=20)
+    sampling = SamplingParams(max_new_tokens=64, temperature=0.6, top_p=0.95, top_k=20)
     prompts = [("p1", CHAT), ("p2", ({"role": "user", "content": "3+3?"},))]
     jobs = plan_jobs(
         prompts, Teacher("m"), modes=["think", "no_think"], k=3, sampling=sampling, seed=7
@@ -116,9 +122,9 @@ def test_plan_jobs_seeds_fingerprints_and_parallel_modes() -> None:
     "change",
     [
         {"teacher": Teacher("other")},
-        {"teacher": Teacher("m", switch="flag")},
-        {"sampling": Sampling(max_new_tokens=64, temperature=0.7)},
-        {"sampling": Sampling(max_new_tokens=65, temperature=0.6)},
+        {"teacher": Teacher("m", mode_switch="flag")},
+        {"sampling": SamplingParams(max_new_tokens=64, temperature=0.7)},
+        {"sampling": SamplingParams(max_new_tokens=65, temperature=0.6)},
         {"seed": 1},
         {"prompts": [("p1", ({"role": "user", "content": "2+2 ?"},))]},
     ],
@@ -127,7 +133,7 @@ def test_fingerprint_changes_with_each_input(change: dict) -> None:
     base = {
         "prompts": [("p1", ({"role": "user", "content": "2+2?"},))],
         "teacher": Teacher("m"),
-        "sampling": Sampling(max_new_tokens=64, temperature=0.6),
+        "sampling": SamplingParams(max_new_tokens=64, temperature=0.6),
         "seed": 0,
     }
 
@@ -147,19 +153,19 @@ def test_fingerprint_changes_with_each_input(change: dict) -> None:
 
 def test_fingerprint_ignores_prompt_id() -> None:
     chat = ({"role": "user", "content": "2+2?"},)
-    one = plan_jobs([("a", chat)], Teacher("m"), modes=["think"], k=1, sampling=Sampling())
-    two = plan_jobs([("b", chat)], Teacher("m"), modes=["think"], k=1, sampling=Sampling())
+    one = plan_jobs([("a", chat)], Teacher("m"), modes=["think"], k=1, sampling=SamplingParams())
+    two = plan_jobs([("b", chat)], Teacher("m"), modes=["think"], k=1, sampling=SamplingParams())
     assert one[0].request.key == two[0].request.key
 
 
 def test_sampling_rejects_bad_values() -> None:
     for bad in ({"top_p": 0.0}, {"temperature": -1.0}, {"max_new_tokens": 0}, {"top_k": -1}):
         with pytest.raises(ValueError, match=next(iter(bad))):
-            Sampling(**bad)
+            SamplingParams(**bad)
 
 
 def test_seed_runs_group_consecutive_seeds_for_vllm() -> None:
-    sampling = Sampling(max_new_tokens=8)
+    sampling = SamplingParams(max_new_tokens=8)
     jobs = plan_jobs([("p", CHAT)], Teacher("m"), modes=["think"], k=6, sampling=sampling)
     missing = [j.request for j in jobs if j.sample_index not in (2,)]  # sample 2 was cached
     runs = seed_runs(list(reversed(missing)))

@@ -14,14 +14,14 @@ import pytest
 
 vllm = pytest.importorskip("vllm")
 
-from curation.generate import Sampling, Teacher, plan_jobs  # noqa: E402
+from curation.generate import SamplingParams, Teacher, plan_jobs  # noqa: E402
 from curation.generate.vllm import VllmBackend, sampling_params_for, seed_runs  # noqa: E402
 
 CHAT = ({"role": "user", "content": "What is 2+2?"},)
 
 
 def test_sampling_params_carry_n_seed_and_limits() -> None:
-    sampling = Sampling(max_new_tokens=32, temperature=0.6, top_p=0.95, top_k=0)
+    sampling = SamplingParams(max_new_tokens=32, temperature=0.6, top_p=0.95, top_k=0)
     jobs = plan_jobs([("p", CHAT)], Teacher("m"), modes=["think"], k=4, sampling=sampling,
                      seed=10)  # fmt: skip
     (run,) = seed_runs([j.request for j in jobs])
@@ -43,7 +43,7 @@ def test_end_to_end_on_a_gpu(tmp_path: Path) -> None:
         corpus = [json.loads(line)["problem"] for _, line in zip(range(300), fh, strict=False)]
     model = str(build_tiny_teacher(tmp_path / "teacher", corpus))
     backend = VllmBackend(model, max_model_len=1024, gpu_memory_utilization=0.3)
-    sampling = Sampling(max_new_tokens=8, temperature=1.0)
+    sampling = SamplingParams(max_new_tokens=8, temperature=1.0)
     jobs = plan_jobs([("p", CHAT)], Teacher(model), modes=["think"], k=3, sampling=sampling)
     done = {c.key: c for c in backend.generate([j.request for j in jobs])}
     assert set(done) == {j.request.key for j in jobs}

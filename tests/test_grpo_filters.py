@@ -13,15 +13,15 @@ import time
 
 import pytest
 
+from curation.generate.chat_template import Message
+from schemas.generation import Completion, SamplingParams
 from schemas.training_manifest import GRPOStage
-from training.chat_template import Message
 from training.distributed import init_distributed
 from training.grpo import StepTimer, collect_batch
 from training.models import train_bpe_tokenizer
 from training.objectives import GRPOObjective
 from training.rewards import RewardPool, StageRewards
 from training.rl_data import EpochFilter, Prompt, PromptStream, thinking_mode
-from training.rollout import Rollout, SamplingParams
 
 STOP = 99
 
@@ -41,18 +41,22 @@ class ScriptedEngine:
         self.requests: list = []
         self.last_yield = 0.0
 
-    def generate(self, requests, sampling):
+    def generate(self, requests):
         self.requests.extend(requests)
         for r in requests:
             time.sleep(self.delay)
             token = 10 if self.choose(r) else 11
             cut = self.truncate(r.key)
             self.last_yield = time.monotonic()
-            yield Rollout(
+            tokens = [token] if cut else [token, STOP]
+            yield Completion(
                 r.key,
-                [token] if cut else [token, STOP],
-                [0.0, 0.0][: 1 if cut else 2],
+                "",
+                len(r.prompt_ids),
+                len(tokens),
                 "length" if cut else "stop",
+                token_ids=tokens,
+                logprobs=[0.0] * len(tokens),
             )
 
     def load_weights(self, weights) -> None:  # pragma: no cover - not used here
@@ -108,7 +112,7 @@ def run_collect(stage, engine, prompt_list, tokenizer, seed=0):
     init_distributed()
     stream = PromptStream(prompt_list, seed=seed)
     pool = RewardPool(StageRewards(stage, override=reward_by_kind(tokenizer)), workers=2)
-    sampling = SamplingParams(max_new_tokens=4, temperature=1.0, stop_token_ids=(STOP,))
+    sampling = SamplingParams(max_new_tokens=4, temperature=1.0, top_p=1.0, stop_token_ids=(STOP,))
     try:
         objective = GRPOObjective(stage, pool=pool)
         return collect_batch(
@@ -187,7 +191,7 @@ def test_rewards_are_scored_while_generation_goes_on(tokenizer) -> None:
     stage = grpo_stage()
     engine = ScriptedEngine(alternate, delay=0.02)
     pool = RewardPool(StageRewards(stage, override=timed), workers=2)
-    sampling = SamplingParams(max_new_tokens=4, temperature=1.0, stop_token_ids=(STOP,))
+    sampling = SamplingParams(max_new_tokens=4, temperature=1.0, top_p=1.0, stop_token_ids=(STOP,))
     stream = PromptStream(prompts(["mixed"] * 4), seed=0)
     timer = StepTimer()
     collect_batch(

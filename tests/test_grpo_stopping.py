@@ -20,10 +20,10 @@ from typer.testing import CliRunner
 import training.stopping
 from builders.worlds.toy_world import write_jsonl
 from cli.console import CascadeError
+from schemas.generation import Completion
 from schemas.training_manifest import LengthCurriculumSpec
 from training.episode import Episode
 from training.models import train_bpe_tokenizer
-from training.rollout import Rollout
 from training.step_log import read_log
 from training.stopping import LengthCurriculum, SignalWatch
 
@@ -134,15 +134,17 @@ class ScriptedRollouts:
         self.stop = tokenizer.convert_tokens_to_ids("<|im_end|>")
         self.calls = 0
 
-    def generate(self, requests, sampling):
+    def generate(self, requests):
         cut = CUT_PER_STEP[self.calls] if self.calls < len(CUT_PER_STEP) else 0
         self.calls += 1
         for i, r in enumerate(requests):
             token = self.a if r.key % 2 == 0 else self.b
             if i < cut:
-                yield Rollout(r.key, [token] * sampling.max_new_tokens, [0.0] * 4, "length")
+                tokens = [token] * r.sampling.max_new_tokens
+                yield Completion(r.key, "", 0, 4, "length", token_ids=tokens, logprobs=[0.0] * 4)
             else:
-                yield Rollout(r.key, [token, self.stop], [0.0, 0.0], "stop")
+                tokens = [token, self.stop]
+                yield Completion(r.key, "", 0, 2, "stop", token_ids=tokens, logprobs=[0.0, 0.0])
 
     def load_weights(self, weights) -> None:
         for _ in weights:

@@ -13,7 +13,9 @@ ALLOWED = {
     "lake": {"schemas", "lake"},
     "curation": {"schemas", "lake", "curation"},
     "builders": {"schemas", "lake", "curation", "builders", "training"},
-    "training": {"schemas", "lake", "training", "curation.verify"},
+    # curation.verify scores rewards; curation.generate is generation's one layer (chat
+    # rendering, sampling), shared by the teachers and the policy's rollout engines.
+    "training": {"schemas", "lake", "training", "curation.verify", "curation.generate"},
     "cli": set(PACKAGES),
 }
 

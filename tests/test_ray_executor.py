@@ -349,7 +349,7 @@ GENERATE = textwrap.dedent(
     """
     import json, sys
     from curation.generate.on_cluster import generation_backend_factory
-    from curation.generate import Sampling, Teacher, generate_to_lake
+    from curation.generate import SamplingParams, Teacher, generate_to_lake
     from curation.generate.plan import prompts_from_records
     from curation.generate.run import report_json
     from lake.catalog import Lake
@@ -362,7 +362,7 @@ GENERATE = textwrap.dedent(
     report = generate_to_lake(
         Lake(lake_dir), prompts_from_records(records, origin=prompts), output="gens",
         teacher=Teacher(teacher), backend="hf", backend_options=options,
-        modes=["think", "no_think"], k=2, sampling=Sampling(max_new_tokens=24, temperature=1.0),
+        modes=["think", "no_think"], k=2, sampling=SamplingParams(max_new_tokens=24, temperature=1.0),
         seed=3, chunk_size=4, backend_factory=factory, show_progress=False,
     )
     print(report_json(report), flush=True)
@@ -373,7 +373,7 @@ GENERATE = textwrap.dedent(
 def test_generation_on_the_workers_resumes_after_the_driver_is_killed(
     tmp_path: Path, cluster: RayCluster
 ) -> None:
-    from curation.generate import Sampling, Teacher, generate_to_lake
+    from curation.generate import SamplingParams, Teacher, generate_to_lake
     from curation.generate.plan import prompts_from_records
     from curation.generate.tiny_teacher import build_tiny_teacher
 
@@ -408,7 +408,7 @@ def test_generation_on_the_workers_resumes_after_the_driver_is_killed(
     generate_to_lake(
         reference, prompts_from_records(records[:PROMPTS], origin=str(prompts)), output="gens",
         teacher=Teacher(teacher), backend="hf", backend_options={"batch_size": 8, "num_threads": 1},
-        modes=["think", "no_think"], k=K, sampling=Sampling(max_new_tokens=24, temperature=1.0),
+        modes=["think", "no_think"], k=K, sampling=SamplingParams(max_new_tokens=24, temperature=1.0),
         seed=3, show_progress=False,
     )  # fmt: skip
     want = {r["id"]: r["response"] for r in reference.read("gens").to_pylist()}

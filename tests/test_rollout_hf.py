@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import copy
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 import torch
 
+from schemas.generation import GenerationRequest, SamplingParams
 from training.episode import Episode
 from training.models import build_model
-from training.rollout import RolloutRequest, SamplingParams, sampling_logprobs
+from training.rollout import rollout_request, sampling_logprobs
 from training.rollout.hf import HfEngine
 
 torch.set_num_threads(1)
@@ -39,6 +41,13 @@ def engine_for(model: torch.nn.Module, batch_size: int) -> HfEngine:
     engine = HfEngine.from_policy(model, batch_size=batch_size)
     engine.load_weights(model.named_parameters())
     return engine
+
+
+def requests_for(
+    prompts: list[list[int]], sampling: SamplingParams, first_seed: int = 0
+) -> list[GenerationRequest]:
+    """Request i samples prompt i with seed `first_seed + i`."""
+    return [rollout_request(i, p, sampling, first_seed + i) for i, p in enumerate(prompts)]
 
 
 def reference_greedy(model, prompt: list[int], stop: int, cap: int) -> list[int]:
@@ -69,9 +78,9 @@ def test_greedy_equals_model_generate_token_for_token(model, prompts, stop_token
     cap = 24
     engine = engine_for(model, batch_size=3)  # 9 prompts through 3 slots: rows are refilled
     sampling = SamplingParams(max_new_tokens=cap, temperature=0, stop_token_ids=(stop_token,))
-    requests = [RolloutRequest(i, p, seed=i) for i, p in enumerate(prompts)]
-    order = [r.key for r in engine.generate(requests, sampling)]
-    got = {r.key: r for r in engine.generate(requests, sampling)}
+    requests = requests_for(prompts, sampling)
+    order = [r.key for r in engine.generate(requests)]
+    got = {r.key: r for r in engine.generate(requests)}
     lengths = set()
     for i, prompt in enumerate(prompts):
         expected = reference_greedy(model, prompt, stop_token, cap)
@@ -86,18 +95,20 @@ def test_sampling_depends_only_on_the_seed(model, prompts, stop_token) -> None:
     sampling = SamplingParams(
         max_new_tokens=16, temperature=1.0, top_p=0.9, top_k=20, stop_token_ids=(stop_token,)
     )
-    requests = [RolloutRequest(i, p, seed=100 + i) for i, p in enumerate(prompts)]
-    a = {r.key: r.token_ids for r in engine_for(model, 2).generate(requests, sampling)}
-    b = {r.key: r.token_ids for r in engine_for(model, 7).generate(requests[::-1], sampling)}
+    requests = requests_for(prompts, sampling, 100)
+    a = {r.key: r.token_ids for r in engine_for(model, 2).generate(requests)}
+    b = {r.key: r.token_ids for r in engine_for(model, 7).generate(requests[::-1])}
     assert a == b
-    reseeded = [RolloutRequest(i, p, seed=200 + i) for i, p in enumerate(prompts)]
-    c = {r.key: r.token_ids for r in engine_for(model, 7).generate(reseeded, sampling)}
+    reseeded = requests_for(prompts, sampling, 200)
+    c = {r.key: r.token_ids for r in engine_for(model, 7).generate(reseeded)}
     assert sum(a[k] != c[k] for k in a) >= len(a) // 2
-    top1 = SamplingParams(max_new_tokens=16, temperature=1.0, top_k=1, stop_token_ids=(stop_token,))
+    top1 = SamplingParams(
+        max_new_tokens=16, temperature=1.0, top_p=1.0, top_k=1, stop_token_ids=(stop_token,)
+    )
     greedy = SamplingParams(max_new_tokens=16, temperature=0, stop_token_ids=(stop_token,))
     engine = engine_for(model, 4)
-    assert {r.key: r.token_ids for r in engine.generate(requests, top1)} == {
-        r.key: r.token_ids for r in engine.generate(requests, greedy)
+    assert {r.key: r.token_ids for r in engine.generate(requests_for(prompts, top1, 100))} == {
+        r.key: r.token_ids for r in engine.generate(requests_for(prompts, greedy, 100))
     }
 
 
@@ -134,8 +145,8 @@ def test_first_token_distribution_follows_temperature_top_p_top_k(
     sampling = SamplingParams(
         max_new_tokens=1, temperature=temperature, top_p=top_p, top_k=top_k, stop_token_ids=(0,)
     )
-    requests = [RolloutRequest(i, prompt, i) for i in range(n)]
-    counts = Counter(r.token_ids[0] for r in engine_for(peaked, 512).generate(requests, sampling))
+    requests = requests_for([prompt] * n, sampling)
+    counts = Counter(r.token_ids[0] for r in engine_for(peaked, 512).generate(requests))
     with torch.no_grad():
         logits = peaked(input_ids=torch.tensor([prompt])).logits[0, -1].float()
 
@@ -159,15 +170,18 @@ def test_first_token_distribution_follows_temperature_top_p_top_k(
 
 def test_length_caps_and_cache_reuse(model, prompts) -> None:
     engine = engine_for(model, batch_size=4)
-    sampling = SamplingParams(max_new_tokens=10, temperature=1.0, stop_token_ids=(VOCAB + 1,))
+    sampling = SamplingParams(
+        max_new_tokens=10, temperature=1.0, top_p=1.0, stop_token_ids=(VOCAB + 1,)
+    )
     requests = [
-        RolloutRequest(i, p, seed=i, max_new_tokens=3 + i % 4) for i, p in enumerate(prompts)
+        rollout_request(i, p, replace(sampling, max_new_tokens=3 + i % 4), seed=i)
+        for i, p in enumerate(prompts)
     ]
-    out = {r.key: r for r in engine.generate(requests, sampling)}
+    out = {r.key: r for r in engine.generate(requests)}
     assert all(len(out[i].token_ids) == 3 + i % 4 for i in out)
     assert all(r.finish_reason == "length" for r in out.values())
     cache = engine._cache
-    list(engine.generate(requests[:2], sampling))
+    list(engine.generate(requests[:2]))
     assert engine._cache is cache  # the static cache is allocated once and reused
 
 
@@ -178,11 +192,7 @@ def test_rollout_logprobs_equal_the_training_forward(model, prompts, stop_token)
     sampling = SamplingParams(
         max_new_tokens=20, temperature=0.7, top_p=0.95, stop_token_ids=(stop_token,)
     )
-    rollouts = list(
-        engine_for(model, 3).generate(
-            [RolloutRequest(i, p, 7 + i) for i, p in enumerate(prompts)], sampling
-        )
-    )
+    rollouts = list(engine_for(model, 3).generate(requests_for(prompts, sampling, 7)))
     episodes = [
         Episode(0, r.key, "u", "think", prompts[r.key], r.token_ids, r.logprobs, r.finish_reason)
         for r in rollouts

@@ -1,5 +1,5 @@
 """The optional `vllm` rollout engine: what can be checked without vLLM (request -> sampling
-arguments, outputs -> Rollouts, the error when it is missing) always runs; the engine itself
+arguments, outputs -> Completions, the error when it is missing) always runs; the engine itself
 runs only where vllm is importable (a GPU machine with the extra installed).
 """
 
@@ -10,17 +10,18 @@ from types import SimpleNamespace
 
 import pytest
 
-from training.rollout import RolloutRequest, SamplingParams, make_rollout_engine
-from training.rollout.vllm import rollout_from_output, sampling_kwargs
+from schemas.generation import SamplingParams
+from training.rollout import make_rollout_engine, rollout_request
+from training.rollout.vllm import completion_from_output, sampling_kwargs
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
 
 
 def test_sampling_arguments_per_request() -> None:
     sampling = SamplingParams(
-        max_new_tokens=64, temperature=0.6, top_p=0.95, top_k=0, stop_token_ids=(7, 9)
+        max_new_tokens=16, temperature=0.6, top_p=0.95, top_k=0, stop_token_ids=(7, 9)
     )
-    kwargs = sampling_kwargs(sampling, RolloutRequest(3, [1, 2], seed=1234, max_new_tokens=16))
+    kwargs = sampling_kwargs(rollout_request(3, [1, 2], sampling, seed=1234))
     assert kwargs == {
         "n": 1,
         "temperature": 0.6,
@@ -32,11 +33,10 @@ def test_sampling_arguments_per_request() -> None:
         "logprobs": 0,
         "detokenize": False,
     }
-    capped = sampling_kwargs(
-        SamplingParams(max_new_tokens=8, top_k=20, stop_token_ids=(7,)),
-        RolloutRequest(0, [1], seed=0, max_new_tokens=100),
+    top_k = sampling_kwargs(
+        rollout_request(0, [1], SamplingParams(max_new_tokens=8, top_k=20, stop_token_ids=(7,)), 0)
     )
-    assert (capped["max_tokens"], capped["top_k"]) == (8, 20)
+    assert (top_k["max_tokens"], top_k["top_k"]) == (8, 20)
 
 
 def fake_output(tokens: list[int], finish: str, stop_reason: object = None):
@@ -47,14 +47,20 @@ def fake_output(tokens: list[int], finish: str, stop_reason: object = None):
     return SimpleNamespace(outputs=[completion])
 
 
-def test_outputs_become_rollouts() -> None:
-    stopped = rollout_from_output(4, fake_output([5, 6, 7], "stop", 7), (7,))
+def test_outputs_become_completions() -> None:
+    sampling = SamplingParams(max_new_tokens=8, stop_token_ids=(7,))
+
+    def request(key: int):
+        return rollout_request(key, [1, 2], sampling, seed=0)
+
+    stopped = completion_from_output(request(4), fake_output([5, 6, 7], "stop", 7))
     assert (stopped.key, stopped.token_ids, stopped.finish_reason) == (4, [5, 6, 7], "stop")
     assert stopped.logprobs == [-0.5, -1.0, -1.5]
-    capped = rollout_from_output(5, fake_output([5, 6], "length"), (7,))
+    assert (stopped.prompt_tokens, stopped.completion_tokens) == (2, 3)
+    capped = completion_from_output(request(5), fake_output([5, 6], "length"))
     assert capped.finish_reason == "length"
     with pytest.raises(ValueError, match="stopped on 'END'"):
-        rollout_from_output(6, fake_output([5, 6], "stop", "END"), (7,))
+        completion_from_output(request(6), fake_output([5, 6], "stop", "END"))
 
 
 @pytest.mark.skipif(HAS_VLLM, reason="vllm is installed here")
@@ -80,8 +86,8 @@ def test_vllm_engine_greedy_matches_hf_engine(tmp_path) -> None:  # pragma: no c
     hf = HfEngine.from_policy(model.cuda(), batch_size=4)
     hf.load_weights(model.named_parameters())
     sampling = SamplingParams(max_new_tokens=8, temperature=0, stop_token_ids=(1,))
-    requests = [RolloutRequest(i, [5 + i, 9, 11], seed=i) for i in range(4)]
-    got = {r.key: r.token_ids for r in engine.generate(requests, sampling)}
-    want = {r.key: r.token_ids for r in hf.generate(requests, sampling)}
+    requests = [rollout_request(i, [5 + i, 9, 11], sampling, seed=i) for i in range(4)]
+    got = {r.key: r.token_ids for r in engine.generate(requests)}
+    want = {r.key: r.token_ids for r in hf.generate(requests)}
     assert got == want
     engine.load_weights((n, torch.zeros_like(p)) for n, p in model.named_parameters())

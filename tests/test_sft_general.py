@@ -14,13 +14,13 @@ from builders import sft_general
 from builders.runner import Build, BuildError, recipe_steps
 from curation.general.conversations import concatenate_conversations
 from curation.general.ground_truth import chosen_letter, ground_truth_check, stated_answer
+from curation.generate.chat_template import render_text
 from curation.prompt_ids import prompt_ids
 from curation.verify.math import MathVerifier
 from lake.catalog import Lake
 from lake.steps import run_steps
 from schemas.training_manifest import DatasetRef
 from tests.scripted_openai import ScriptedServer
-from training.chat_template import render_text
 from training.datasets import LoadedDataset, VerifiedRef
 from training.sft_data import conversations
 

@@ -14,11 +14,11 @@ from test_swe_agentless import BROKEN, FIX_MEAN, FIX_PARSE, ISSUE, REPRODUCE, bu
 
 from builders import swe_rl, swe_sft
 from builders.runner import Build
-from curation.generate.backend import Completion, GenerationRequest
 from curation.ingest import ingest
 from curation.swe.repository import Snapshot, repo_dir
 from curation.verify.swe import swe_reward
 from lake import Lake
+from schemas.generation import Completion, GenerationRequest
 
 WRONG = ("calc/stats.py", "    total = 0\n", "    total = 1\n")
 LOCALIZED = "<think>files</think>\n```\ncalc/stats.py\ncalc/io.py\ncalc/report.py\n```"

@@ -21,10 +21,10 @@ from builders.worlds.toy_world import (
     train_toy_models,
     write_jsonl,
 )
-from curation.generate.backend import GenerationRequest, Sampling
+from curation.generate.chat_template import Message, render_text
 from curation.generate.hf import HfBackend
 from curation.verify import math_reward
-from training.chat_template import Message, render_text
+from schemas.generation import GenerationRequest, SamplingParams
 from training.step_log import read_log
 
 torch.set_num_threads(1)
@@ -74,7 +74,7 @@ def toy_models(tmp_path_factory) -> dict[str, Path]:
 def pass_rate(model_dir: Path, problems: list[dict]) -> float:
     """Greedy pass rate through `cascade generate`'s transformers backend."""
     backend = HfBackend(str(model_dir), batch_size=32, device="cpu")
-    sampling = Sampling(max_new_tokens=48, temperature=0.0, top_p=1.0)
+    sampling = SamplingParams(max_new_tokens=48, temperature=0.0, top_p=1.0)
     requests = [
         GenerationRequest(
             key=str(i),

@@ -1,5 +1,7 @@
-"""The trainer's floor: `training/` imports only `lake` (its stable surface), `schemas` and
-`curation.verify` (rewards) from the project, and checks each dataset's hash once per stage.
+"""The trainer's floor: `training/` imports only `lake` (its stable surface), `schemas`,
+`curation.verify` (rewards) and `curation.generate` (the generation layer it shares with the
+teachers: chat rendering, sampling) from the project, and checks each dataset's hash once per
+stage.
 """
 
 from __future__ import annotations
@@ -28,14 +30,17 @@ def project_imports(path: Path) -> list[str]:
     return [n for n in names if n.split(".")[0] in PROJECT]
 
 
-def test_training_imports_only_lake_schemas_and_curation_verify() -> None:
+def test_training_imports_only_lake_schemas_verify_and_generate() -> None:
     files = sorted((ROOT / "training").rglob("*.py"))
     assert len(files) > 10
     for path in files:
         for name in project_imports(path):
             top = name.split(".")[0]
-            verify = name == "curation.verify" or name.startswith("curation.verify.")
-            allowed = name == "lake" or top in ("schemas", "training") or verify
+            shared = any(
+                name == layer or name.startswith(layer + ".")
+                for layer in ("curation.verify", "curation.generate")
+            )
+            allowed = name == "lake" or top in ("schemas", "training") or shared
             assert allowed, f"{path.relative_to(ROOT)} imports {name}"
 
 

@@ -18,7 +18,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from training.chat_template import (
+from curation.generate.chat_template import (
     IGNORE_INDEX,
     IM_END,
     Message,

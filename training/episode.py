@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from curation.verify.reward_model_score import z_scores
-from training.chat_template import Mode
+from schemas.generation import Mode
 
 
 @dataclass

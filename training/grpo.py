@@ -31,9 +31,10 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from curation.generate.chat_template import IM_END, tokenize_prompt
+from schemas.generation import SamplingParams
 from schemas.training_manifest import EvalSpec, GRPOStage, MOPDStage
 from training import checkpoint as ckpt
-from training.chat_template import IM_END, tokenize_prompt
 from training.datasets import load
 from training.distributed import grad_norm, optimizer_step
 from training.episode import Episode, has_signal, shuffle_rewards
@@ -43,9 +44,8 @@ from training.rewards import RewardPool
 from training.rl_data import Prompt, PromptStream, load_prompts, rollout_seed, thinking_mode
 from training.rollout import (
     RolloutEngine,
-    RolloutRequest,
-    SamplingParams,
     make_rollout_engine,
+    rollout_request,
     sampling_logprobs,
 )
 from training.stage import (
@@ -344,14 +344,15 @@ def sample_groups(
         mode = thinking_mode(draw, stage.thinking_fraction)
         ids = tokenize_prompt(tokenizer, prompt.messages, mode)  # type: ignore[arg-type]
         for sample in range(samples):
-            requests.append(RolloutRequest(len(requests), ids, rollout_seed(seed, draw, sample)))
+            sample_seed = rollout_seed(seed, draw, sample)
+            requests.append(rollout_request(len(requests), ids, sampling, sample_seed))
             where.append((slot, sample, mode))
     groups: list[list[Episode | None]] = [[None] * samples for _ in mine]
     left = [samples] * len(mine)
     futures = []
     stops = set(sampling.stop_token_ids)
     with timer("rollout_s"):
-        for r in rollout.generate(requests, sampling):
+        for r in rollout.generate(requests):
             slot, sample, mode = where[r.key]
             draw, prompt = mine[slot]
             text_ids = r.token_ids[:-1] if r.token_ids and r.token_ids[-1] in stops else r.token_ids

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from training.chat_template import IGNORE_INDEX
+from curation.generate.chat_template import IGNORE_INDEX
 from training.episode import Episode
 
 

@@ -28,9 +28,9 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from curation.generate.chat_template import Message, render_text
 from schemas.training_manifest import RewardModelStage
 from training import checkpoint as ckpt
-from training.chat_template import Message, render_text
 from training.datasets import LoadedDataset, load
 from training.distributed import all_sum, grad_norm, optimizer_step
 from training.models import TINY_DEFAULTS, is_local_model

@@ -17,9 +17,9 @@ import time
 import torch
 import torch.nn.functional as F
 
+from curation.generate.chat_template import IGNORE_INDEX
 from schemas.training_manifest import SFTStage
 from training import checkpoint as ckpt
-from training.chat_template import IGNORE_INDEX
 from training.datasets import load
 from training.distributed import all_sum, grad_norm, optimizer_step
 from training.packing import Batch, collate, epoch_rows

@@ -15,18 +15,17 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from schemas.training_manifest import SFTStage
-from training.chat_template import (
-    MODES,
+from curation.generate.chat_template import (
     ChatFormatError,
     Message,
-    Mode,
     TokenizedChat,
     infer_mode,
     parse_chat_tools,
     parse_messages,
     tokenize_chat,
 )
+from schemas.generation import MODES, Mode
+from schemas.training_manifest import SFTStage
 from training.datasets import LoadedDataset
 
 
@@ -146,7 +145,7 @@ def tokenize_stage(
 
 def training_texts(datasets: list[LoadedDataset], limit: int = 2000) -> Iterator[str]:
     """Plain text of the first conversations, to train an in-process tokenizer on."""
-    from training.chat_template import render_text
+    from curation.generate.chat_template import render_text
 
     for dataset in datasets:
         for i, conv in enumerate(conversations(dataset)):

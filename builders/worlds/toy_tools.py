@@ -26,7 +26,7 @@ from pathlib import Path
 import xxhash
 
 from builders.worlds.toy_world import write_jsonl
-from curation.generate.backend import Completion, GenerationRequest
+from schemas.generation import Completion, GenerationRequest
 from schemas.tool_calls import TOOL_RESPONSE_OPEN, TOOLS_FOOTER, TOOLS_HEADER, ToolCall, tool_name
 
 TOY_TOOL_TEACHER = "toy-tool-teacher"

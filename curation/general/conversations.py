@@ -35,8 +35,7 @@ from curation.generate.run import generate_to_lake
 from curation.generate.samples import Sampler, sample_responses
 from lake import Lake, StepResult
 from lake.operators import decide
-
-MODES = ("think", "no_think")
+from schemas.generation import MODES
 
 
 def field_values(df: pl.DataFrame, field: str) -> list[Any]:

@@ -6,19 +6,12 @@ into reasoning and final answer (`split_response`). Heavy libraries (torch, vllm
 imported by the backend that needs them.
 """
 
-from curation.generate.backend import (
-    BACKENDS,
-    Backend,
-    BackendError,
-    Completion,
-    GenerationRequest,
-    Mode,
-    Sampling,
-)
+from curation.generate.backend import BACKENDS, Backend, BackendError
 from curation.generate.backends import make_backend
 from curation.generate.plan import Job, Teacher, fingerprint, plan_jobs, prompts_from_records
 from curation.generate.run import GenerationReport, generate_to_lake
 from curation.generate.split import SplitResponse, split_response
+from schemas.generation import Completion, GenerationRequest, SamplingParams
 
 __all__ = [
     "BACKENDS",
@@ -28,8 +21,7 @@ __all__ = [
     "GenerationReport",
     "GenerationRequest",
     "Job",
-    "Mode",
-    "Sampling",
+    "SamplingParams",
     "SplitResponse",
     "Teacher",
     "fingerprint",

@@ -5,7 +5,7 @@ depend on which other prompts shared its batch. To keep "sample i of prompt p wi
 the same whatever the batching (and so cacheable), sampling is done by a logits processor
 that gives each row its own seeded stream and hands greedy decoding a one-hot choice.
 The model's own generation_config defaults (temperature, repetition penalty) are not used:
-the request's `Sampling` is the whole truth, as it is for the other backends.
+the request's `SamplingParams` is the whole truth, as it is for the other backends.
 """
 
 from __future__ import annotations
@@ -14,26 +14,14 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from curation.generate.backend import BackendError, Completion, GenerationRequest, Sampling
+from curation.generate.backend import BackendError
+from curation.generate.chat_template import render_chat
+from curation.generate.sampling import inverse_cdf_sample, seeded_uniforms, truncate
 from curation.generate.split import prompt_opens_reasoning
+from schemas.generation import Completion, GenerationRequest, SamplingParams
 
 if TYPE_CHECKING:
     import torch
-
-
-def render_chat(tokenizer: Any, request: GenerationRequest) -> str:
-    """Render a request's messages with the tokenizer's own chat template."""
-    if not getattr(tokenizer, "chat_template", None):
-        raise BackendError(
-            f"model {request.model!r}: its tokenizer has no chat template, so prompts cannot "
-            "be rendered the way the teacher was trained"
-        )
-    return tokenizer.apply_chat_template(
-        [dict(m) for m in request.messages],
-        tokenize=False,
-        add_generation_prompt=True,
-        **request.template_kwargs,
-    )
 
 
 def completion_length(token_ids: Sequence[int], eos_ids: set[int]) -> tuple[int, str]:
@@ -53,47 +41,30 @@ def completion_length(token_ids: Sequence[int], eos_ids: set[int]) -> tuple[int,
 class SeededRowSampler:
     """Logits processor: sample each row from its own seeded stream, return a one-hot.
 
-    Each row draws its `max_new_tokens` uniforms up front from a CPU `torch.Generator`
-    seeded with the row's seed (the same numbers on any device), and step t picks the token
-    where the row's cumulative probability first exceeds its t-th uniform (inverse-CDF
-    sampling), for all rows at once. Temperature, top-k and top-p are applied first with
-    transformers' own warpers, in that order.
+    The sampling itself is `curation.generate.sampling` (shared with the rollout engine): each
+    row's `max_new_tokens` uniforms are drawn up front from its seed, and step t samples with
+    the t-th one after temperature, top-k and top-p.
     """
 
-    def __init__(self, seeds: Sequence[int], sampling: Sampling, device: torch.device) -> None:
+    def __init__(
+        self, seeds: Sequence[int], sampling: SamplingParams, device: torch.device
+    ) -> None:
         import torch
-        from transformers import (
-            LogitsProcessorList,
-            TemperatureLogitsWarper,
-            TopKLogitsWarper,
-            TopPLogitsWarper,
-        )
 
         self.uniforms = torch.stack(
-            [
-                torch.rand(sampling.max_new_tokens, generator=torch.Generator().manual_seed(s))
-                for s in seeds
-            ]
+            [seeded_uniforms(s, sampling.max_new_tokens) for s in seeds]
         ).to(device)
+        self.sampling = sampling
         self.step = 0
-        warpers: list[Any] = [TemperatureLogitsWarper(sampling.temperature)]
-        if sampling.top_k > 0:
-            warpers.append(TopKLogitsWarper(sampling.top_k))
-        if sampling.top_p < 1.0:
-            warpers.append(TopPLogitsWarper(sampling.top_p))
-        self.warpers = LogitsProcessorList(warpers)
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         import torch
 
-        probs = torch.softmax(self.warpers(input_ids, scores).float(), dim=-1)
-        cdf = probs.cumsum(dim=-1)
-        # Scale by the total so rounding can never point past the last token with mass.
-        target = self.uniforms[:, self.step : self.step + 1] * cdf[:, -1:]
-        chosen = torch.searchsorted(cdf, target, right=True).clamp_(max=scores.shape[-1] - 1)
+        scaled = scores.float() / self.sampling.temperature
+        chosen = inverse_cdf_sample(truncate(scaled, self.sampling), self.uniforms[:, self.step])
         self.step += 1
         one_hot = torch.full_like(scores, float("-inf"))
-        one_hot.scatter_(1, chosen, 0.0)
+        one_hot.scatter_(1, chosen[:, None], 0.0)
         return one_hot
 
 
@@ -168,7 +139,7 @@ class HfBackend:
             key: len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
             for key, text in rendered.items()
         }
-        by_sampling: dict[Sampling, list[GenerationRequest]] = {}
+        by_sampling: dict[SamplingParams, list[GenerationRequest]] = {}
         for request in requests:
             by_sampling.setdefault(request.sampling, []).append(request)
         for sampling, group in by_sampling.items():
@@ -178,7 +149,7 @@ class HfBackend:
                 yield from self._generate_batch(batch, [rendered[r.key] for r in batch], sampling)
 
     def _generate_batch(
-        self, batch: list[GenerationRequest], prompts: list[str], sampling: Sampling
+        self, batch: list[GenerationRequest], prompts: list[str], sampling: SamplingParams
     ) -> list[Completion]:
         import torch
         from transformers import GenerationConfig, LogitsProcessorList
@@ -186,11 +157,12 @@ class HfBackend:
         encoded = self.tokenizer(
             prompts, return_tensors="pt", padding=True, add_special_tokens=False
         ).to(self.device)
+        eos_ids = self.eos_ids | set(sampling.stop_token_ids)
         config = GenerationConfig(
             max_new_tokens=sampling.max_new_tokens,
             do_sample=False,
             pad_token_id=self.tokenizer.pad_token_id,
-            eos_token_id=sorted(self.eos_ids),
+            eos_token_id=sorted(eos_ids),
         )
         processors = LogitsProcessorList()
         if sampling.temperature > 0:
@@ -205,7 +177,7 @@ class HfBackend:
         for request, prompt, tokens, n_prompt in zip(
             batch, prompts, new_tokens, prompt_tokens, strict=True
         ):
-            n, finish = completion_length(tokens, self.eos_ids)
+            n, finish = completion_length(tokens, eos_ids)
             completions.append(
                 Completion(
                     key=request.key,

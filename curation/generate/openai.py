@@ -23,7 +23,8 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
-from curation.generate.backend import BackendError, Completion, GenerationRequest
+from curation.generate.backend import BackendError
+from schemas.generation import Completion, GenerationRequest
 
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 
@@ -63,8 +64,8 @@ class OpenAIBackend:
         self._api_key = os.environ.get(api_key_env) if api_key_env else None
 
     def payload(self, request: GenerationRequest) -> dict[str, Any]:
-        """The JSON body for one request (top_k, template switches and log-probs only when
-        set)."""
+        """The JSON body for one request (top_k, stop tokens, template switches and log-probs
+        only when set; `stop_token_ids` is vLLM's and SGLang's extension)."""
         body: dict[str, Any] = {
             "model": request.model,
             "messages": [dict(m) for m in request.messages],
@@ -76,6 +77,8 @@ class OpenAIBackend:
         }
         if request.sampling.top_k > 0:
             body["top_k"] = request.sampling.top_k
+        if request.sampling.stop_token_ids:
+            body["stop_token_ids"] = list(request.sampling.stop_token_ids)
         if request.template_kwargs:
             body["chat_template_kwargs"] = dict(request.template_kwargs)
         if self.top_logprobs:
@@ -152,7 +155,7 @@ class OpenAIBackend:
                 completion_tokens=int(usage["completion_tokens"]),
                 finish_reason=str(choice.get("finish_reason") or "stop"),
                 reasoning=message.get("reasoning_content") or message.get("reasoning"),
-                token_logprobs=tuple(logprobs) if logprobs is not None else None,
+                top_logprobs=tuple(logprobs) if logprobs is not None else None,
             )
         except (KeyError, IndexError, TypeError, ValueError) as exc:
             raise BackendError(

@@ -11,17 +11,22 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import polars as pl
 import xxhash
 
-from curation.generate.backend import GenerationRequest, Mode, Sampling
 from curation.prompt_ids import prompt_ids
+from schemas.generation import (
+    MODE_FLAGS,
+    MODE_SWITCHES,
+    MODES,
+    GenerationRequest,
+    Mode,
+    ModeSwitch,
+    SamplingParams,
+)
 
-ModeSwitch = Literal["model", "template", "flag"]
-MODE_SWITCHES: tuple[str, ...] = ("model", "template", "flag")
-FLAGS: dict[str, str] = {"think": "/think", "no_think": "/no_think"}
 ROLES = ("system", "user", "assistant", "tool")
 
 Messages = tuple[dict[str, str], ...]
@@ -38,16 +43,18 @@ class Teacher:
     """
 
     model: str
-    switch: ModeSwitch = "template"
+    mode_switch: ModeSwitch = "template"
     no_think_model: str | None = None
 
     def __post_init__(self) -> None:
-        if self.switch not in MODE_SWITCHES:
-            raise ValueError(f"mode switch must be one of {MODE_SWITCHES}, got {self.switch!r}")
-        if (self.switch == "model") != (self.no_think_model is not None):
+        if self.mode_switch not in MODE_SWITCHES:
+            raise ValueError(
+                f"mode switch must be one of {MODE_SWITCHES}, got {self.mode_switch!r}"
+            )
+        if (self.mode_switch == "model") != (self.no_think_model is not None):
             raise ValueError(
                 "a non-thinking model is given exactly when the mode switch is 'model' "
-                f"(switch={self.switch!r}, no_think_model={self.no_think_model!r})"
+                f"(mode_switch={self.mode_switch!r}, no_think_model={self.no_think_model!r})"
             )
 
     def model_for(self, mode: Mode) -> str:
@@ -56,15 +63,15 @@ class Teacher:
         return self.model
 
     def messages_for(self, messages: Messages, mode: Mode) -> Messages:
-        if self.switch != "flag":
+        if self.mode_switch != "flag":
             return messages
         return tuple(
-            {**m, "content": f"{m['content']} {FLAGS[mode]}"} if m["role"] == "user" else m
+            {**m, "content": f"{m['content']} {MODE_FLAGS[mode]}"} if m["role"] == "user" else m
             for m in messages
         )
 
     def template_kwargs_for(self, mode: Mode) -> dict[str, Any]:
-        return {"enable_thinking": mode == "think"} if self.switch == "template" else {}
+        return {"enable_thinking": mode == "think"} if self.mode_switch == "template" else {}
 
 
 @dataclass(frozen=True)
@@ -75,7 +82,7 @@ class Job:
     prompt_id: str
     mode: Mode
     sample_index: int
-    switch: ModeSwitch
+    mode_switch: ModeSwitch
     messages_json: str
 
 
@@ -83,9 +90,9 @@ def fingerprint(
     model: str,
     messages: Messages,
     mode: Mode,
-    switch: ModeSwitch,
+    mode_switch: ModeSwitch,
     template_kwargs: Mapping[str, Any],
-    sampling: Sampling,
+    sampling: SamplingParams,
     seed: int,
 ) -> str:
     """Hex digest of everything that determines one sample (the cache key)."""
@@ -93,7 +100,7 @@ def fingerprint(
         "model": model,
         "messages": list(messages),
         "mode": mode,
-        "switch": switch,
+        "switch": mode_switch,  # the key existing ids were hashed with: renaming it changes them
         "template_kwargs": dict(template_kwargs),
         "sampling": sampling.as_dict(),
         "seed": seed,
@@ -108,14 +115,14 @@ def plan_jobs(
     *,
     modes: Sequence[Mode],
     k: int,
-    sampling: Sampling,
+    sampling: SamplingParams,
     seed: int = 0,
 ) -> list[Job]:
     """Every (prompt, mode, sample) job; both modes for one prompt are 'parallel responses'."""
     if k < 1:
         raise ValueError(f"k (samples per prompt) must be >= 1, got {k}")
     for mode in modes:
-        if mode not in FLAGS:
+        if mode not in MODES:
             raise ValueError(f"mode must be 'think' or 'no_think', got {mode!r}")
     jobs = []
     for prompt_id, messages in prompts:
@@ -124,11 +131,12 @@ def plan_jobs(
             model = teacher.model_for(mode)
             sent = teacher.messages_for(messages, mode)
             kwargs = teacher.template_kwargs_for(mode)
+            mode_switch = teacher.mode_switch
             for index in range(k):
                 sample_seed = seed + index
-                key = fingerprint(model, sent, mode, teacher.switch, kwargs, sampling, sample_seed)
+                key = fingerprint(model, sent, mode, mode_switch, kwargs, sampling, sample_seed)
                 request = GenerationRequest(key, model, sent, sampling, sample_seed, kwargs)
-                jobs.append(Job(request, prompt_id, mode, index, teacher.switch, messages_json))
+                jobs.append(Job(request, prompt_id, mode, index, mode_switch, messages_json))
     return jobs
 
 

@@ -31,12 +31,12 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from curation.generate.backend import Backend, Completion, Mode, Sampling
+from curation.generate.backend import Backend
 from curation.generate.backends import make_backend
 from curation.generate.plan import Job, Messages, Teacher, plan_jobs
 from curation.generate.split import split_response
 from lake.catalog import Lake
-from schemas.generation import GENERATIONS
+from schemas.generation import GENERATIONS, Completion, Mode, SamplingParams
 
 BackendFactory = Callable[[str], Backend]
 
@@ -94,7 +94,7 @@ def completion_row(job: Job, completion: Completion, backend_name: str) -> dict[
         "model": request.model,
         "backend": backend_name,
         "mode": job.mode,
-        "mode_switch": job.switch,
+        "mode_switch": job.mode_switch,
         "sample_index": job.sample_index,
         "seed": request.seed,
         "temperature": float(request.sampling.temperature),
@@ -126,7 +126,7 @@ def generate_to_lake(
     backend: str,
     modes: Sequence[Mode],
     k: int,
-    sampling: Sampling,
+    sampling: SamplingParams,
     seed: int = 0,
     backend_options: dict[str, Any] | None = None,
     backend_factory: BackendFactory | None = None,
@@ -151,7 +151,7 @@ def generate_to_lake(
     params = {
         "teacher": teacher.model,
         "no_think_model": teacher.no_think_model,
-        "mode_switch": teacher.switch,
+        "mode_switch": teacher.mode_switch,
         "modes": list(modes),
         "k": k,
         "seed": seed,

@@ -19,11 +19,12 @@ from typing import Any
 import polars as pl
 import xxhash
 
-from curation.generate.backend import Backend, Sampling
+from curation.generate.backend import Backend
 from curation.generate.plan import Teacher, plan_jobs
 from curation.generate.run import generate_to_lake
 from lake.catalog import Lake
 from lake.steps import StepResult
+from schemas.generation import SamplingParams
 
 GENERATION_COLUMNS = (
     "id",
@@ -76,12 +77,12 @@ class Sampler:
         return cls(**values)
 
     @property
-    def sampling(self) -> Sampling:
-        return Sampling(self.max_new_tokens, self.temperature, self.top_p, self.top_k)
+    def sampling(self) -> SamplingParams:
+        return SamplingParams(self.max_new_tokens, self.temperature, self.top_p, self.top_k)
 
     @property
     def teacher(self) -> Teacher:
-        return Teacher(self.model, switch=self.mode_switch)  # type: ignore[arg-type]
+        return Teacher(self.model, mode_switch=self.mode_switch)  # type: ignore[arg-type]
 
     def key(self) -> str:
         """A short hash of everything but the backend's placement: which samples these are."""

@@ -15,9 +15,11 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from curation.generate.backend import BackendError, Completion, GenerationRequest
-from curation.generate.hf import render_chat
+from curation.generate.backend import BackendError
+from curation.generate.chat_template import render_chat
+from curation.generate.sampling import vllm_sampling_arguments
 from curation.generate.split import prompt_opens_reasoning
+from schemas.generation import Completion, GenerationRequest
 
 
 def seed_runs(requests: Sequence[GenerationRequest]) -> list[list[GenerationRequest]]:
@@ -44,18 +46,10 @@ def seed_runs(requests: Sequence[GenerationRequest]) -> list[list[GenerationRequ
 
 
 def sampling_params_for(run: Sequence[GenerationRequest]) -> Any:
-    """`vllm.SamplingParams` for one seed run (top_k -1 = disabled, valid in all versions)."""
+    """`vllm.SamplingParams` for one seed run: n samples, child i seeded with seed + i."""
     from vllm import SamplingParams
 
-    sampling = run[0].sampling
-    return SamplingParams(
-        n=len(run),
-        seed=run[0].seed,
-        temperature=sampling.temperature,
-        top_p=sampling.top_p,
-        top_k=sampling.top_k if sampling.top_k > 0 else -1,
-        max_tokens=sampling.max_new_tokens,
-    )
+    return SamplingParams(n=len(run), seed=run[0].seed, **vllm_sampling_arguments(run[0].sampling))
 
 
 class VllmBackend:

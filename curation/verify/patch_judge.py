@@ -25,6 +25,7 @@ from typing import Any
 
 from curation.verify.result import Verdict, completion_text
 from curation.verify.swe import EditError, changed_lines, response_patch, score_patch, shown_files
+from schemas.generation import GenerationRequest, SamplingParams
 
 JUDGE_TEMPLATE = """You are reviewing a candidate fix for a GitHub issue against the reference \
 fix written by the maintainers.
@@ -68,21 +69,21 @@ def _says(token: str, word: str) -> bool:
     return bool(s) and (s.startswith(word) or word.startswith(s))
 
 
-def logprob_yes(token_logprobs: Sequence[Mapping[str, Any]]) -> float | None:
+def logprob_yes(top_logprobs: Sequence[Mapping[str, Any]]) -> float | None:
     """P(YES) / (P(YES) + P(NO)) over the verdict token's top alternatives; None when the
     tokens hold no `<judgement>` or its alternatives name neither YES nor NO.
 
     The verdict token is the first non-blank token after the last `<judgement>`; a token that
     also holds the tag's end (e.g. `>YES`) is compared after that shared prefix.
     """
-    tokens = [str(t.get("token", "")) for t in token_logprobs]
+    tokens = [str(t.get("token", "")) for t in top_logprobs]
     joined = "".join(tokens)
     at = joined.rfind(OPEN)
     if at < 0:
         return None
     start = at + len(OPEN)
     offset = 0
-    for entry, token in zip(token_logprobs, tokens, strict=True):
+    for entry, token in zip(top_logprobs, tokens, strict=True):
         begin, offset = offset, offset + len(token)
         if offset <= start or not joined[max(begin, start) : offset].strip():
             continue  # before the verdict, or blank between the tag and it
@@ -101,11 +102,11 @@ def logprob_yes(token_logprobs: Sequence[Mapping[str, Any]]) -> float | None:
     return None
 
 
-def yes_probability(text: str, token_logprobs: Sequence[Mapping[str, Any]] | None) -> float | None:
+def yes_probability(text: str, top_logprobs: Sequence[Mapping[str, Any]] | None) -> float | None:
     """The judge's P("YES"): from log-probs when given and usable, else 1 / 0 from the text,
     None when it gave no verdict."""
-    if token_logprobs:
-        p = logprob_yes(token_logprobs)
+    if top_logprobs:
+        p = logprob_yes(top_logprobs)
         if p is not None:
             return p
     verdict = text_verdict(text)
@@ -147,9 +148,7 @@ class PatchJudge:
 
     def judge(self, cases: Sequence[tuple[str, str, str]]) -> list[float | None]:
         """P("YES") per (issue, reference patch, candidate patch); None without a verdict."""
-        from curation.generate.backend import GenerationRequest, Sampling
-
-        sampling = Sampling(max_new_tokens=self.max_tokens, temperature=0.0, top_p=1.0)
+        sampling = SamplingParams(max_new_tokens=self.max_tokens, temperature=0.0, top_p=1.0)
         requests = [
             GenerationRequest(
                 key=str(i),
@@ -168,7 +167,7 @@ class PatchJudge:
             for i, (issue, reference, candidate) in enumerate(cases)
         ]
         done = {c.key: c for c in self.backend.generate(requests)}
-        return [yes_probability(done[r.key].text, done[r.key].token_logprobs) for r in requests]
+        return [yes_probability(done[r.key].text, done[r.key].top_logprobs) for r in requests]
 
     def verify(
         self,

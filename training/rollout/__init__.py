@@ -1,23 +1,22 @@
 """Rollout engines: sample responses from the current policy, with their log-probs.
 
 `make_rollout_engine(kind, ...)` builds the `hf` engine (transformers, CPU or GPU) or the optional
-`vllm` engine (imported only when chosen).
+`vllm` engine (imported only when chosen). Requests and completions are generation's one
+vocabulary (`schemas.generation`); `rollout_request` makes a token-id prompt request.
 """
 
 from training.rollout.engine import (
-    Rollout,
+    POLICY,
     RolloutEngine,
-    RolloutRequest,
-    SamplingParams,
+    rollout_request,
     sampling_logprobs,
 )
 from training.rollout.engines import make_rollout_engine
 
 __all__ = [
-    "Rollout",
+    "POLICY",
     "RolloutEngine",
-    "RolloutRequest",
-    "SamplingParams",
     "make_rollout_engine",
+    "rollout_request",
     "sampling_logprobs",
 ]

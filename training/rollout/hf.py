@@ -7,8 +7,9 @@ own positions, so the moment a row stops (stop token or length cap) the next pro
 prefilled into that slot and decoding goes on at full width.
 
 Sampling is per row and seeded per request (inverse-CDF sampling on uniforms drawn from the
-request's own generator), with temperature, then transformers' top-k and top-p warpers: a
-sample depends only on the weights, its prompt and its seed, not on what else shared the batch.
+request's own generator), with temperature, then transformers' top-k and top-p warpers, the
+same sampler as the hf teacher's (`curation.generate.sampling`): a sample depends only on the
+weights, its prompt and its seed, not on what else shared the batch.
 Greedy decoding (temperature 0) takes the argmax, token for token what `model.generate` does.
 """
 
@@ -20,7 +21,9 @@ from dataclasses import dataclass
 
 import torch
 
-from training.rollout.engine import Rollout, RolloutRequest, SamplingParams
+from curation.generate.sampling import inverse_cdf_sample, seeded_uniforms, truncate
+from schemas.generation import Completion, GenerationRequest, SamplingParams
+from training.rollout.engine import rollout_prompt
 
 
 class RowCache:
@@ -130,25 +133,31 @@ class HfEngine:
 
     # ------------------------------------------------------------------ decoding -------------
 
-    def generate(
-        self, requests: Sequence[RolloutRequest], sampling: SamplingParams
-    ) -> Iterator[Rollout]:
-        """Yield a Rollout per request as each finishes (see the module docstring)."""
-        requests = list(requests)
-        if not requests:
-            return
-        caps = [
-            min(r.max_new_tokens or sampling.max_new_tokens, sampling.max_new_tokens)
-            for r in requests
-        ]
-        width = max(len(r.prompt_ids) + cap for r, cap in zip(requests, caps, strict=True))
+    def generate(self, requests: Sequence[GenerationRequest]) -> Iterator[Completion]:
+        """Yield a Completion per request as each finishes (see the module docstring);
+        requests that sample alike (all but their length cap) decode together."""
+        alike: dict[tuple, list[GenerationRequest]] = {}
+        for request in requests:
+            s = request.sampling
+            alike.setdefault((s.temperature, s.top_p, s.top_k, s.stop_token_ids), []).append(
+                request
+            )
+        for group in alike.values():
+            yield from self._generate_alike(group)
+
+    def _generate_alike(self, requests: list[GenerationRequest]) -> Iterator[Completion]:
+        """Decode requests that share their sampling but for `max_new_tokens` (each's cap)."""
+        sampling = requests[0].sampling
+        prompts = [rollout_prompt(r) for r in requests]
+        caps = [r.sampling.max_new_tokens for r in requests]
+        width = max(len(p) + cap for p, cap in zip(prompts, caps, strict=True))
         cache = self._cache_for(min(self.batch_size, len(requests)), width)
         stops = set(sampling.stop_token_ids)
         uniforms = torch.zeros(cache.slots, max(caps), device=self.device)
         slots: list[_Slot | None] = [None] * cache.slots
         pending = deque(range(len(requests)))
 
-        def record(slot: int, token: int, logprob: float) -> Rollout | None:
+        def record(slot: int, token: int, logprob: float) -> Completion | None:
             state = slots[slot]
             assert state is not None
             state.tokens.append(token)
@@ -157,11 +166,14 @@ class HfEngine:
             stopped = token in stops
             if stopped or len(state.tokens) >= state.cap:
                 slots[slot] = None
-                return Rollout(
+                return Completion(
                     requests[state.request].key,
-                    state.tokens,
-                    state.logprobs,
+                    "",
+                    len(prompts[state.request]),
+                    len(state.tokens),
                     "stop" if stopped else "length",
+                    token_ids=state.tokens,
+                    logprobs=state.logprobs,
                 )
             return None
 
@@ -176,15 +188,14 @@ class HfEngine:
                 for slot in free if refill else []:
                     if pending:
                         index = pending.popleft()
-                        request = requests[index]
                         cap = caps[index]
-                        slots[slot] = _Slot(index, len(request.prompt_ids), cap, -1, [], [])
-                        generator = torch.Generator().manual_seed(request.seed)
-                        uniforms[slot, :cap] = torch.rand(cap, generator=generator).to(self.device)
+                        slots[slot] = _Slot(index, len(prompts[index]), cap, -1, [], [])
+                        draws = seeded_uniforms(requests[index].seed, cap)
+                        uniforms[slot, :cap] = draws.to(self.device)
                         admitted.append(slot)
                 if admitted:
                     logits = self._prefill(
-                        cache, admitted, [requests[slots[s].request] for s in admitted]
+                        cache, admitted, [prompts[slots[s].request] for s in admitted]
                     )  # type: ignore[union-attr]
                     for slot, token, logprob in self._sample(
                         logits, admitted, slots, uniforms, sampling
@@ -220,14 +231,14 @@ class HfEngine:
         return cached
 
     def _prefill(
-        self, cache: RowCache, admitted: list[int], requests: list[RolloutRequest]
+        self, cache: RowCache, admitted: list[int], prompts: list[Sequence[int]]
     ) -> torch.Tensor:
         """Run the new rows' prompts (right-padded) into their slots; last-token logits."""
-        lengths = [len(r.prompt_ids) for r in requests]
+        lengths = [len(p) for p in prompts]
         longest = max(lengths)
         ids = torch.zeros(len(admitted), longest, dtype=torch.long)
-        for i, request in enumerate(requests):
-            ids[i, : lengths[i]] = torch.as_tensor(list(request.prompt_ids), dtype=torch.long)
+        for i, prompt in enumerate(prompts):
+            ids[i, : lengths[i]] = torch.as_tensor(list(prompt), dtype=torch.long)
         positions = torch.arange(longest).expand(len(admitted), longest).to(self.device)
         # Padded tail positions are written too, then overwritten by decoding before any
         # real token can attend to them (the mask below lets a row see only columns <= pos).
@@ -285,22 +296,8 @@ class HfEngine:
         else:
             scaled = logits / sampling.temperature
             logprobs = torch.log_softmax(scaled, dim=-1)
-            warped = _warp(scaled, sampling)
-            cdf = torch.softmax(warped, dim=-1).cumsum(dim=-1)
             steps = torch.tensor([len(slots[r].tokens) for r in rows], device=logits.device)  # type: ignore[union-attr]
-            draw = uniforms[torch.tensor(rows, device=logits.device), steps][:, None]
-            tokens = torch.searchsorted(cdf, draw * cdf[:, -1:], right=True).squeeze(1)
-            tokens = tokens.clamp_(max=logits.shape[-1] - 1)
+            draws = uniforms[torch.tensor(rows, device=logits.device), steps]
+            tokens = inverse_cdf_sample(truncate(scaled, sampling), draws)
         chosen = logprobs.gather(1, tokens[:, None]).squeeze(1)
         return list(zip(rows, tokens.tolist(), chosen.tolist(), strict=True))
-
-
-def _warp(scaled: torch.Tensor, sampling: SamplingParams) -> torch.Tensor:
-    """Top-k then top-p on temperature-scaled logits, with transformers' own warpers."""
-    from transformers import TopKLogitsWarper, TopPLogitsWarper
-
-    if sampling.top_k > 0:
-        scaled = TopKLogitsWarper(sampling.top_k)(None, scaled)  # type: ignore[arg-type]
-    if sampling.top_p < 1.0:
-        scaled = TopPLogitsWarper(sampling.top_p)(None, scaled)  # type: ignore[arg-type]
-    return scaled

@@ -12,7 +12,7 @@ Log-probs: vLLM reports the sampled token's log-prob after its sampling processo
 (temperature applied, no truncation) when top-k and top-p are off; the policy update
 recomputes log-probs in the training forward either way.
 
-The parts that do not need vLLM (request -> SamplingParams arguments, outputs -> Rollouts)
+The parts that do not need vLLM (request -> SamplingParams arguments, outputs -> Completions)
 are plain functions, tested without it.
 """
 
@@ -24,7 +24,9 @@ from typing import Any
 
 import torch
 
-from training.rollout.engine import Rollout, RolloutRequest, SamplingParams
+from curation.generate.sampling import vllm_sampling_arguments
+from schemas.generation import Completion, GenerationRequest
+from training.rollout.engine import rollout_prompt
 
 
 def import_vllm() -> Any:
@@ -39,27 +41,23 @@ def import_vllm() -> Any:
     return vllm
 
 
-def sampling_kwargs(sampling: SamplingParams, request: RolloutRequest) -> dict:
+def sampling_kwargs(request: GenerationRequest) -> dict:
     """Keyword arguments of `vllm.SamplingParams` for one request (n=1, its own seed)."""
-    cap = min(request.max_new_tokens or sampling.max_new_tokens, sampling.max_new_tokens)
     return {
         "n": 1,
-        "temperature": sampling.temperature,
-        "top_p": sampling.top_p,
-        "top_k": sampling.top_k if sampling.top_k > 0 else -1,
-        "max_tokens": cap,
+        **vllm_sampling_arguments(request.sampling),
         "seed": request.seed,
-        "stop_token_ids": list(sampling.stop_token_ids),
         "logprobs": 0,  # the sampled token's log-prob only
         "detokenize": False,
     }
 
 
-def rollout_from_output(key: int, output: Any, stop_token_ids: Sequence[int]) -> Rollout:
-    """A Rollout from a vLLM `RequestOutput` (its first and only completion).
+def completion_from_output(request: GenerationRequest, output: Any) -> Completion:
+    """A Completion from a vLLM `RequestOutput` (its first and only completion).
 
     The stop token is kept at the end of a stopped response, as the `hf` engine does.
     """
+    key, stop_token_ids = request.key, request.sampling.stop_token_ids
     completion = output.outputs[0]
     tokens = list(completion.token_ids)
     logprobs = [
@@ -71,7 +69,15 @@ def rollout_from_output(key: int, output: Any, stop_token_ids: Sequence[int]) ->
             f"vLLM request {key} stopped on {completion.stop_reason!r}, not on a stop token; "
             "only stop tokens are supported"
         )
-    return Rollout(key, tokens, logprobs, "stop" if stopped else "length")
+    return Completion(
+        key,
+        "",
+        len(rollout_prompt(request)),
+        len(tokens),
+        "stop" if stopped else "length",
+        token_ids=tokens,
+        logprobs=logprobs,
+    )
 
 
 class VllmEngine:
@@ -100,16 +106,14 @@ class VllmEngine:
             logprobs_mode="processed_logprobs",
         )
 
-    def generate(
-        self, requests: Sequence[RolloutRequest], sampling: SamplingParams
-    ) -> Iterator[Rollout]:
+    def generate(self, requests: Sequence[GenerationRequest]) -> Iterator[Completion]:
         from vllm.inputs import TokensPrompt
 
-        prompts = [TokensPrompt(prompt_token_ids=list(r.prompt_ids)) for r in requests]
-        params = [self._vllm.SamplingParams(**sampling_kwargs(sampling, r)) for r in requests]
+        prompts = [TokensPrompt(prompt_token_ids=list(rollout_prompt(r))) for r in requests]
+        params = [self._vllm.SamplingParams(**sampling_kwargs(r)) for r in requests]
         outputs = self.llm.generate(prompts, sampling_params=params, use_tqdm=False)
         for request, output in zip(requests, outputs, strict=True):
-            yield rollout_from_output(request.key, output, sampling.stop_token_ids)
+            yield completion_from_output(request, output)
 
     def load_weights(self, weights: Iterable[tuple[str, torch.Tensor]]) -> None:
         model = _engine_model(self.llm)

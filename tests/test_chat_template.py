@@ -1,5 +1,5 @@
 """The chat template a model is trained with travels with it: the Jinja template saved on the
-tokenizer renders exactly what `training/chat_template.py` renders (flags included), and a
+tokenizer renders exactly what `curation/generate/chat_template.py` renders (flags included), and a
 model written by `cascade train` is usable by `cascade generate --backend hf` as is.
 """
 
@@ -12,19 +12,20 @@ import pytest
 import torch
 from test_training_sft import gsm8k_chats, tiny_manifest, write_jsonl
 
-from curation.generate.backend import GenerationRequest, Sampling
-from curation.generate.hf import HfBackend, render_chat
-from training.chat_template import (
+from curation.generate.chat_template import (
     CHAT_TEMPLATE,
     IGNORE_INDEX,
     ChatFormatError,
     Message,
     parse_chat_tools,
     parse_messages,
+    render_chat,
     render_prompt,
     render_text,
     tokenize_chat,
 )
+from curation.generate.hf import HfBackend
+from schemas.generation import GenerationRequest, SamplingParams
 from training.models import train_bpe_tokenizer
 from training.runner import run_cascade
 
@@ -100,7 +101,7 @@ def test_a_trained_model_generates_through_the_hf_backend(tmp_path: Path) -> Non
     template = saved.get("chat_template") or (final / "chat_template.jinja").read_text()
     assert template == CHAT_TEMPLATE
     backend = HfBackend(str(final), batch_size=2, device="cpu")
-    sampling = Sampling(max_new_tokens=8, temperature=0.0, top_p=1.0)
+    sampling = SamplingParams(max_new_tokens=8, temperature=0.0, top_p=1.0)
     requests = [
         GenerationRequest(
             key=mode,

@@ -1,4 +1,10 @@
-"""ChatML rendering with Cascade-1 mode flags, and the assistant-only loss mask.
+"""Where a conversation becomes text and tokens: ChatML with Cascade-1 mode flags, the
+assistant-only loss mask, and a teacher's own template.
+
+Every generator and trainer renders through here: SFT and reward-model training, the RL loop's
+prompts to the policy (`tokenize_prompt`, the same split training uses), and the teachers,
+which render with their own tokenizer's template (`render_chat`: a teacher answers in the
+format it was trained on, and its response is re-rendered in this format for the student).
 
 Format (Cascade 1, recipe section 2): every turn is `<|im_start|>{role}\\n{content}<|im_end|>\\n`;
 ` /think` or ` /no_think` is appended to each user message; a thinking reply is
@@ -30,8 +36,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any
 
+from curation.generate.backend import BackendError
+from schemas.generation import MODE_FLAGS, MODES, GenerationRequest, Mode
 from schemas.tool_calls import (
     TOOL_RESPONSE_CLOSE,
     TOOL_RESPONSE_OPEN,
@@ -60,10 +68,6 @@ def _jinja_text(text: str) -> str:
     escaped = text.replace("\\", "\\\\").replace("'", "\\'").replace("\n", "\\n")
     return f"'{escaped}'"
 
-
-Mode = Literal["think", "no_think"]
-MODES: tuple[Mode, ...] = ("think", "no_think")
-FLAGS: dict[Mode, str] = {"think": "/think", "no_think": "/no_think"}
 
 CHAT_TEMPLATE = (
     "{%- set think = true -%}"
@@ -233,7 +237,7 @@ def infer_mode(messages: Sequence[Message]) -> Mode:
 
 def has_flag(content: str) -> bool:
     """True when a user turn already ends with `/think` or `/no_think`."""
-    return content.endswith(tuple(FLAGS.values()))
+    return content.endswith(tuple(MODE_FLAGS.values()))
 
 
 def assistant_text(message: Message) -> str:
@@ -252,7 +256,7 @@ def render_segments(
     """The chat as (text, is_target) pieces; joining the texts gives the full ChatML string."""
     if mode not in MODES:
         raise ChatFormatError(f"mode must be one of {MODES}, got {mode!r}")
-    flag = f" {FLAGS[mode]}"
+    flag = f" {MODE_FLAGS[mode]}"
     segments: list[tuple[str, bool]] = []
     turns = list(messages)
     if tools:
@@ -311,3 +315,18 @@ def _tokenize_segments(tokenizer: object, segments: list[tuple[str, bool]]) -> T
         ids.extend(piece)
         mask.extend([is_target] * len(piece))
     return TokenizedChat(ids, mask)
+
+
+def render_chat(tokenizer: Any, request: GenerationRequest) -> str:
+    """Render a request's messages with the tokenizer's own chat template."""
+    if not getattr(tokenizer, "chat_template", None):
+        raise BackendError(
+            f"model {request.model!r}: its tokenizer has no chat template, so prompts cannot "
+            "be rendered the way the teacher was trained"
+        )
+    return tokenizer.apply_chat_template(
+        [dict(m) for m in request.messages],
+        tokenize=False,
+        add_generation_prompt=True,
+        **request.template_kwargs,
+    )
