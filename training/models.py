@@ -15,6 +15,7 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
 
 from curation.generate.chat_template import CHAT_TEMPLATE, IM_END, IM_START, PAD, SPECIAL_TOKENS
+from training.checkpoint import TRAINED_ON
 
 TINY_DEFAULTS: dict[str, int | float | str | bool] = {
     "hidden_size": 64,
@@ -28,11 +29,24 @@ TINY_DEFAULTS: dict[str, int | float | str | bool] = {
 
 
 def train_bpe_tokenizer(texts: Iterable[str], vocab_size: int) -> PreTrainedTokenizerFast:
-    """A byte-level BPE trained on `texts`, with the ChatML/think tokens as single tokens."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    """A byte-level BPE trained on `texts`, with the ChatML/think tokens as single tokens.
+
+    It splits text as Qwen2's tokenizer does (NFC, then Qwen2's pattern: digits one at a
+    time), because that is what `AutoTokenizer` rebuilds from the vocabulary when it loads a
+    saved qwen2 model directory: any other split would tokenize the next stage's, the rollout
+    engine's and every generator's text differently from the text the model was trained on.
+    """
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX
 
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
@@ -63,6 +77,7 @@ def load_tokenizer(spec: str, texts: Iterable[str] | None = None) -> PreTrainedT
             raise ValueError("in-process-bpe tokenizer needs training texts")
         return train_bpe_tokenizer(texts, int(spec.split(":", 1)[1]))
     tok = AutoTokenizer.from_pretrained(spec)
+    check_loads_as_saved(spec, tok)
     missing = [t for t in (IM_START, IM_END) if t not in tok.get_vocab()]
     if missing:
         raise ValueError(f"tokenizer {spec!r} lacks the ChatML tokens {missing}")
@@ -70,6 +85,35 @@ def load_tokenizer(spec: str, texts: Iterable[str] | None = None) -> PreTrainedT
         tok.pad_token = PAD if PAD in tok.get_vocab() else IM_END
     tok.chat_template = CHAT_TEMPLATE
     return tok
+
+
+SPLIT_PROBE = "What is 63 + 48?\n<think>\n3+8=11\n</think>\n\\boxed{111} Été, naïve  x=[1,2]"
+"""Digits, spacing, accents and markup: where tokenizer pipelines differ, they differ here."""
+
+
+def check_loads_as_saved(path: str, tok: PreTrainedTokenizerFast) -> None:
+    """Refuse a model directory of ours whose tokenizer loads differently from how it was saved.
+
+    `AutoTokenizer` may rebuild a tokenizer's pipeline from its model type instead of reading
+    `tokenizer.json` (transformers 5 does for qwen2); a model trained on one split and fed
+    the other sees text it never saw. Checked only for directories our trainer wrote
+    (`trained_on.json`), whose `tokenizer.json` is the pipeline the model was trained with.
+    """
+    saved = Path(path) / "tokenizer.json"
+    if not (Path(path) / TRAINED_ON).is_file() or not saved.is_file():
+        return
+    from tokenizers import Tokenizer
+
+    exact = Tokenizer.from_file(str(saved)).encode(SPLIT_PROBE, add_special_tokens=False).ids
+    loaded = tok(SPLIT_PROBE, add_special_tokens=False)["input_ids"]
+    if loaded != exact:
+        raise ValueError(
+            f"{path}: AutoTokenizer loads its tokenizer as {type(tok).__name__}, which splits "
+            f"text differently from the tokenizer.json the model was trained with "
+            f"({len(loaded)} vs {len(exact)} tokens for {SPLIT_PROBE[:16]!r}...); this "
+            "model was trained before the trainer's tokenizer split text as Qwen2's does: "
+            "train it again"
+        )
 
 
 def build_model(
