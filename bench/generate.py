@@ -37,7 +37,7 @@ from curation.generate import (
     Teacher,
     generate_to_lake,
 )
-from curation.generate.chat_template import render_chat
+from curation.generate.backend import render_chat
 from curation.generate.hf import HfBackend, completion_length
 from curation.generate.tiny_teacher import build_tiny_teacher
 from lake.catalog import Lake

@@ -36,7 +36,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from curation.generate.chat_template import TokenizedChat  # noqa: E402
+from schemas.chat_template import TokenizedChat  # noqa: E402
 from training.distributed import init_distributed  # noqa: E402
 from training.models import pick_attn_implementation  # noqa: E402
 from training.packing import collate, pack_best_fit  # noqa: E402

@@ -1,7 +1,10 @@
-"""Contracts only: Arrow schemas of lake tables, pydantic models of manifests, and the values
-that cross the generation interface (`schemas.generation`).
+"""Contracts only: Arrow schemas of lake tables, pydantic models of manifests, the values
+that cross the generation interface (`schemas.generation`), and the two rules the teachers and
+the trainer must share exactly: the chat format (`schemas.chat_template`) and seeded sampling
+(`schemas.sampling`).
 
-Nothing here does I/O or imports anything heavier than pyarrow and pydantic.
+Nothing here does I/O or imports anything heavier than pyarrow and pydantic at import time
+(`schemas.sampling` takes torch only when one of its tensor functions runs).
 
 Names the tables share, one meaning each:
 

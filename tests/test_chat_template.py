@@ -12,19 +12,19 @@ import pytest
 import torch
 from test_training_sft import gsm8k_chats, tiny_manifest, write_jsonl
 
-from curation.generate.chat_template import (
+from curation.generate.backend import render_chat
+from curation.generate.hf import HfBackend
+from schemas.chat_template import (
     CHAT_TEMPLATE,
     IGNORE_INDEX,
     ChatFormatError,
     Message,
     parse_chat_tools,
     parse_messages,
-    render_chat,
     render_prompt,
     render_text,
     tokenize_chat,
 )
-from curation.generate.hf import HfBackend
 from schemas.generation import GenerationRequest, SamplingParams
 from training.models import train_bpe_tokenizer
 from training.runner import run_cascade

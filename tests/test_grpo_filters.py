@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from curation.generate.chat_template import Message
+from schemas.chat_template import Message
 from schemas.generation import Completion, SamplingParams
 from schemas.training_manifest import GRPOStage
 from training.distributed import init_distributed

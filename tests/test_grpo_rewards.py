@@ -10,8 +10,8 @@ import math
 
 import pytest
 
-from curation.generate.chat_template import Message
 from curation.verify.reward_model_score import rm_answer
+from schemas.chat_template import Message
 from schemas.training_manifest import GRPOStage
 from training.episode import Episode
 from training.reward_clients import REWARD_MODEL_HOOKS

@@ -4,6 +4,8 @@ import cycle exists (counting imports inside functions too, so no arrow is hidde
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -13,9 +15,10 @@ ALLOWED = {
     "lake": {"schemas", "lake"},
     "curation": {"schemas", "lake", "curation"},
     "builders": {"schemas", "lake", "curation", "builders", "training"},
-    # curation.verify scores rewards; curation.generate is generation's one layer (chat
-    # rendering, sampling), shared by the teachers and the policy's rollout engines.
-    "training": {"schemas", "lake", "training", "curation.verify", "curation.generate"},
+    # architecture.md: the trainer takes rewards from curation.verify and episodes from
+    # curation.environments; what it shares with the teachers (the chat format, seeded
+    # sampling) is a contract in schemas.
+    "training": {"schemas", "lake", "training", "curation.verify", "curation.environments"},
     "cli": set(PACKAGES),
 }
 
@@ -102,3 +105,18 @@ def test_recipes_reach_the_fixtures_only_in_their_profiles() -> None:
                     f"{path.name} -> {a.name}" for a in node.names if "builders.worlds" in a.name
                 ]
     assert wrong == []
+
+
+def test_schemas_import_light() -> None:
+    """Every module of schemas imports without torch or transformers (a contract is cheap)."""
+    modules = sorted(_module_name(p) for p in (ROOT / "schemas").rglob("*.py"))
+    code = (
+        "import importlib, sys\n"
+        f"for m in {modules!r}: importlib.import_module(m)\n"
+        "print(sorted(m for m in ('torch', 'transformers', 'duckdb') if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert len(modules) > 5
+    assert out.stdout.strip() == "[]"

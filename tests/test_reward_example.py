@@ -19,10 +19,10 @@ from typer.testing import CliRunner
 
 from cli.main import command_app
 from cli.verify import verify_rows
-from curation.generate.chat_template import Message
 from curation.verify.columns import column_values
 from curation.verify.result import Verdict, completion_text, final_answer_part
 from curation.verify.rewards import REWARDS, Reward, register
+from schemas.chat_template import Message
 from schemas.training_manifest import GRPOStage
 from training.episode import Episode
 from training.rewards import StageRewards

@@ -26,8 +26,8 @@ from safetensors.torch import load_file
 from test_reward_model_toy import toy_preference_rows, write_jsonl
 
 from builders.worlds.toy_world import toy_problems
-from curation.generate.chat_template import ChatFormatError
 from lake.catalog import Lake
+from schemas.chat_template import ChatFormatError
 from schemas.training_manifest import DatasetRef, RewardModelStage
 from training.datasets import load, verify
 from training.models import load_tokenizer

@@ -21,7 +21,7 @@ import torch
 from test_reward_model import manifest, rm_stage, toy_pairs_file
 
 from builders.worlds.toy_world import sft_rows, toy_problems, write_jsonl
-from curation.generate.chat_template import Message
+from schemas.chat_template import Message
 from schemas.training_manifest import GRPOStage
 from training.episode import Episode
 from training.pair_data import is_heldout

@@ -14,11 +14,11 @@ from builders import sft_general
 from builders.runner import Build, BuildError, recipe_steps
 from curation.general.conversations import concatenate_conversations
 from curation.general.ground_truth import chosen_letter, ground_truth_check, stated_answer
-from curation.generate.chat_template import render_text
 from curation.prompt_ids import prompt_ids
 from curation.verify.math import MathVerifier
 from lake.catalog import Lake
 from lake.steps import run_steps
+from schemas.chat_template import render_text
 from schemas.training_manifest import DatasetRef
 from tests.scripted_openai import ScriptedServer
 from training.datasets import LoadedDataset, VerifiedRef

@@ -14,8 +14,8 @@ import pytest
 
 from builders import sft_tool_calling
 from builders.runner import build_dataset
-from curation.generate.chat_template import render_text
 from lake.catalog import Lake
+from schemas.chat_template import render_text
 from schemas.tool_calls import tools_block
 from schemas.training_manifest import DatasetRef
 from tests.scripted_openai import ScriptedServer

@@ -21,9 +21,9 @@ from builders.worlds.toy_world import (
     train_toy_models,
     write_jsonl,
 )
-from curation.generate.chat_template import Message, render_text
 from curation.generate.hf import HfBackend
 from curation.verify import math_reward
+from schemas.chat_template import Message, render_text
 from schemas.generation import GenerationRequest, SamplingParams
 from training.step_log import read_log
 

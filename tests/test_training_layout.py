@@ -1,7 +1,7 @@
 """The trainer's floor: `training/` imports only `lake` (its stable surface), `schemas`,
-`curation.verify` (rewards) and `curation.generate` (the generation layer it shares with the
-teachers: chat rendering, sampling) from the project, and checks each dataset's hash once per
-stage.
+`curation.verify` (rewards) and `curation.environments` (episodes) from the project, as
+architecture.md draws it (the chat format and seeded sampling it shares with the teachers are
+contracts in `schemas`), and checks each dataset's hash once per stage.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def project_imports(path: Path) -> list[str]:
     return [n for n in names if n.split(".")[0] in PROJECT]
 
 
-def test_training_imports_only_lake_schemas_verify_and_generate() -> None:
+def test_training_imports_only_lake_schemas_verify_and_environments() -> None:
     files = sorted((ROOT / "training").rglob("*.py"))
     assert len(files) > 10
     for path in files:
@@ -38,7 +38,7 @@ def test_training_imports_only_lake_schemas_verify_and_generate() -> None:
             top = name.split(".")[0]
             shared = any(
                 name == layer or name.startswith(layer + ".")
-                for layer in ("curation.verify", "curation.generate")
+                for layer in ("curation.verify", "curation.environments")
             )
             allowed = name == "lake" or top in ("schemas", "training") or shared
             assert allowed, f"{path.relative_to(ROOT)} imports {name}"

@@ -18,7 +18,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from curation.generate.chat_template import (
+from schemas.chat_template import (
     IGNORE_INDEX,
     IM_END,
     Message,

@@ -6,5 +6,5 @@ sft_data, pair_data (preference pairs, split by prompt_id), rl_data (prompt orde
 filtering), episode (the rollout -> update contract), policy_loss, rewards (from
 curation.verify, and reward models local or served), reward_server (`cascade serve-reward`),
 rollout/ (hf and vllm engines), distributed, checkpoint, step_log, stage, models. Chats are
-rendered by `curation.generate.chat_template`, the one place teachers and the policy share.
+rendered by `schemas.chat_template`, the one place teachers and the policy share.
 """

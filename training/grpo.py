@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from curation.generate.chat_template import IM_END, tokenize_prompt
+from schemas.chat_template import IM_END, tokenize_prompt
 from schemas.generation import SamplingParams
 from schemas.training_manifest import EvalSpec, GRPOStage, MOPDStage
 from training import checkpoint as ckpt

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from curation.generate.chat_template import IGNORE_INDEX
+from schemas.chat_template import IGNORE_INDEX
 from training.episode import Episode
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from curation.generate.chat_template import IGNORE_INDEX, TokenizedChat
+from schemas.chat_template import IGNORE_INDEX, TokenizedChat
 
 PACK_WINDOW = 4096  # samples packed together; bigger = tighter rows, slower packing
 

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from curation.generate.chat_template import ChatFormatError, Message, parse_prompt
+from schemas.chat_template import ChatFormatError, Message, parse_prompt
 from schemas.training_manifest import RewardModelStage
 from training.datasets import LoadedDataset
 from training.sft_data import upsample

@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from curation.generate.chat_template import Message, render_text
+from schemas.chat_template import Message, render_text
 from schemas.training_manifest import RewardModelStage
 from training import checkpoint as ckpt
 from training.datasets import LoadedDataset, load

@@ -19,7 +19,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from curation.generate.chat_template import ChatFormatError, Message, parse_prompt
+from schemas.chat_template import ChatFormatError, Message, parse_prompt
 from training.datasets import LoadedDataset
 
 

@@ -17,7 +17,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from curation.generate.chat_template import IGNORE_INDEX
+from schemas.chat_template import IGNORE_INDEX
 from schemas.training_manifest import SFTStage
 from training import checkpoint as ckpt
 from training.datasets import load

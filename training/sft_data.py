@@ -15,7 +15,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from curation.generate.chat_template import (
+from schemas.chat_template import (
     ChatFormatError,
     Message,
     TokenizedChat,
@@ -145,7 +145,7 @@ def tokenize_stage(
 
 def training_texts(datasets: list[LoadedDataset], limit: int = 2000) -> Iterator[str]:
     """Plain text of the first conversations, to train an in-process tokenizer on."""
-    from curation.generate.chat_template import render_text
+    from schemas.chat_template import render_text
 
     for dataset in datasets:
         for i, conv in enumerate(conversations(dataset)):

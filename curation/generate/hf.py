@@ -14,11 +14,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from curation.generate.backend import BackendError
-from curation.generate.chat_template import render_chat
-from curation.generate.sampling import inverse_cdf_sample, seeded_uniforms, truncate
+from curation.generate.backend import BackendError, render_chat
 from curation.generate.split import prompt_opens_reasoning
 from schemas.generation import Completion, GenerationRequest, SamplingParams
+from schemas.sampling import inverse_cdf_sample, seeded_uniforms, truncate
 
 if TYPE_CHECKING:
     import torch
@@ -41,7 +40,7 @@ def completion_length(token_ids: Sequence[int], eos_ids: set[int]) -> tuple[int,
 class SeededRowSampler:
     """Logits processor: sample each row from its own seeded stream, return a one-hot.
 
-    The sampling itself is `curation.generate.sampling` (shared with the rollout engine): each
+    The sampling itself is `schemas.sampling` (shared with the rollout engine): each
     row's `max_new_tokens` uniforms are drawn up front from its seed, and step t samples with
     the t-th one after temperature, top-k and top-p.
     """

@@ -15,11 +15,10 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from curation.generate.backend import BackendError
-from curation.generate.chat_template import render_chat
-from curation.generate.sampling import vllm_sampling_arguments
+from curation.generate.backend import BackendError, render_chat
 from curation.generate.split import prompt_opens_reasoning
 from schemas.generation import Completion, GenerationRequest
+from schemas.sampling import vllm_sampling_arguments
 
 
 def seed_runs(requests: Sequence[GenerationRequest]) -> list[list[GenerationRequest]]:

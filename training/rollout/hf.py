@@ -8,7 +8,7 @@ prefilled into that slot and decoding goes on at full width.
 
 Sampling is per row and seeded per request (inverse-CDF sampling on uniforms drawn from the
 request's own generator), with temperature, then transformers' top-k and top-p warpers, the
-same sampler as the hf teacher's (`curation.generate.sampling`): a sample depends only on the
+same sampler as the hf teacher's (`schemas.sampling`): a sample depends only on the
 weights, its prompt and its seed, not on what else shared the batch.
 Greedy decoding (temperature 0) takes the argmax, token for token what `model.generate` does.
 """
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import torch
 
-from curation.generate.sampling import inverse_cdf_sample, seeded_uniforms, truncate
 from schemas.generation import Completion, GenerationRequest, SamplingParams
+from schemas.sampling import inverse_cdf_sample, seeded_uniforms, truncate
 from training.rollout.engine import rollout_prompt
 
 

@@ -24,8 +24,8 @@ from typing import Any
 
 import torch
 
-from curation.generate.sampling import vllm_sampling_arguments
 from schemas.generation import Completion, GenerationRequest
+from schemas.sampling import vllm_sampling_arguments
 from training.rollout.engine import rollout_prompt
 
 

@@ -1,4 +1,5 @@
-"""Seeded token sampling, shared by the hf teacher backend and the hf rollout engine.
+"""Seeded token sampling: what a sample is, for the hf teacher backend and the hf rollout engine
+alike (a contract between the two floors that sample, so it lives below both).
 
 A sample must depend only on (weights, prompt, sampling, seed), never on which other rows share
 its batch: each row draws its uniforms up front from a CPU `torch.Generator` seeded with its

@@ -1,10 +1,11 @@
 """Where a conversation becomes text and tokens: ChatML with Cascade-1 mode flags, the
-assistant-only loss mask, and a teacher's own template.
+assistant-only loss mask: the contract between the data a teacher writes and the model the
+trainer trains.
 
-Every generator and trainer renders through here: SFT and reward-model training, the RL loop's
-prompts to the policy (`tokenize_prompt`, the same split training uses), and the teachers,
-which render with their own tokenizer's template (`render_chat`: a teacher answers in the
-format it was trained on, and its response is re-rendered in this format for the student).
+Every trainer and generator renders through here: SFT and reward-model training, the RL loop's
+prompts to the policy (`tokenize_prompt`, the same split training uses), and teacher data
+re-rendered for the student (a teacher itself is prompted in its own tokenizer's template,
+`curation.generate.backend.render_chat`).
 
 Format (Cascade 1, recipe section 2): every turn is `<|im_start|>{role}\\n{content}<|im_end|>\\n`;
 ` /think` or ` /no_think` is appended to each user message; a thinking reply is
@@ -36,10 +37,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from curation.generate.backend import BackendError
-from schemas.generation import MODE_FLAGS, MODES, GenerationRequest, Mode
+from schemas.generation import MODE_FLAGS, MODES, Mode
 from schemas.tool_calls import (
     TOOL_RESPONSE_CLOSE,
     TOOL_RESPONSE_OPEN,
@@ -315,18 +314,3 @@ def _tokenize_segments(tokenizer: object, segments: list[tuple[str, bool]]) -> T
         ids.extend(piece)
         mask.extend([is_target] * len(piece))
     return TokenizedChat(ids, mask)
-
-
-def render_chat(tokenizer: Any, request: GenerationRequest) -> str:
-    """Render a request's messages with the tokenizer's own chat template."""
-    if not getattr(tokenizer, "chat_template", None):
-        raise BackendError(
-            f"model {request.model!r}: its tokenizer has no chat template, so prompts cannot "
-            "be rendered the way the teacher was trained"
-        )
-    return tokenizer.apply_chat_template(
-        [dict(m) for m in request.messages],
-        tokenize=False,
-        add_generation_prompt=True,
-        **request.template_kwargs,
-    )
