@@ -295,6 +295,12 @@ class EvalSpec(_Strict):
     every_steps: int = Field(gt=0)
     samples_per_prompt: int = Field(1, gt=0)
     temperature: float = Field(0.0, ge=0, description="0 = greedy")
+    max_response_len: int | None = Field(
+        None,
+        gt=0,
+        description="the response budget of held-out samples; unset = the stage's. Set it where"
+        " stages of one curriculum train at different budgets, so their scores compare",
+    )
 
 
 class _StageBase(_Strict):

@@ -322,3 +322,42 @@ def test_a_stage_whose_signal_runs_out_ends_with_a_final_model(stage_manifest) -
         f"stage math_rl: ended: {reason}; {with_signal} of {len(log)} steps had a group with a "
         "learning signal"
     ) in said
+
+
+def test_held_out_samples_take_the_evaluation_budget_where_it_sets_one(
+    stage_manifest, monkeypatch
+) -> None:
+    """Phases of a length curriculum train at different budgets; their held-out scores compare
+    only when every phase samples the held-out set at one budget (evaluation.max_response_len)."""
+    import training.grpo
+
+    budgets: list[tuple[int, int]] = []  # (max_new_tokens, requests) per generate call
+    engine_for = training.grpo.make_rollout_engine
+
+    def recording(*args, **kwargs):
+        engine = engine_for(*args, **kwargs)
+        generate = engine.generate
+
+        def generate_and_record(requests):
+            budgets.append((requests[0].sampling.max_new_tokens, len(requests)))
+            assert len({r.sampling.max_new_tokens for r in requests}) == 1
+            return generate(requests)
+
+        engine.generate = generate_and_record
+        return engine
+
+    monkeypatch.setattr(training.grpo, "make_rollout_engine", recording)
+    manifest = stage_manifest(max_steps=2)
+    stage = json.loads(manifest.read_text())
+    dataset = stage["stages"][0]["datasets"][0]
+    held_out = {"dataset": dataset, "every_steps": 2, "samples_per_prompt": 1}
+    for evaluation, eval_budget in ((held_out, 4), ({**held_out, "max_response_len": 12}, 12)):
+        budgets.clear()
+        stage["stages"][0]["evaluation"] = evaluation
+        stage["output_dir"] = f"out-{eval_budget}"
+        manifest.write_text(json.dumps(stage))
+        train(manifest, a_is_right)
+        # step 0 and step 2 evaluate the 8 held-out prompts; steps 1 and 2 train 16 rollouts
+        assert budgets == [(eval_budget, 8), (4, RESPONSES), (4, RESPONSES), (eval_budget, 8)]
+        log = read_log(manifest.parent / f"out-{eval_budget}" / "math_rl")
+        assert [r["eval_samples"] for r in log if "eval_samples" in r] == [8, 8]

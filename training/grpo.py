@@ -461,13 +461,19 @@ def evaluate(
 ) -> dict:
     """Held-out prompts scored with the objective's judge: mean reward and pass rate.
 
-    Greedy by default (the spec's temperature otherwise, seeded per prompt); every rank scores
+    Greedy by default (the spec's temperature otherwise, seeded per prompt), at the spec's
+    response budget where it sets one (a length curriculum's phases then score alike); a
+    response cut at that budget is scored as the stage scores one. Every rank scores
     its share and the groups are gathered, so all ranks log the same numbers.
     """
     spec: EvalSpec | None = objective.evaluation
     if spec is None or objective.judge is None:
         return {}
-    sampling = replace(sampling_params(stage, tokenizer), temperature=spec.temperature)
+    sampling = replace(
+        sampling_params(stage, tokenizer),
+        temperature=spec.temperature,
+        max_new_tokens=spec.max_response_len or stage.max_response_len,
+    )
     sampling = replace(sampling, top_p=1.0 if spec.temperature == 0 else sampling.top_p)
     groups = sample_groups(
         list(enumerate(prompts)),
