@@ -3,7 +3,8 @@
 Runs (or resumes) `cascade train --manifest M` and `cascade train --manifest M --control
 shuffled-rewards` (the same stages from the same starting checkpoints, each batch's rewards
 permuted across the batch before the advantages), then prints one row per RL stage: steps,
-the training reward's mean over the first and last third of the steps, the held-out score
+the training reward's mean over the first and last third of the steps (over every group a
+step drew, those batch filtering left untrained too), the held-out score
 (the stage's own reward on its held-out set) before and after, the same for the control, and
 how many steps had a group with signal and a non-zero gradient.
 
@@ -33,7 +34,10 @@ def stage_row(stage_dir: Path) -> dict:
     """What the table shows of one RL stage's log."""
     log = read_log(stage_dir)
     steps = [r for r in log if r["step"] > 0 and "reward_mean" in r]
-    rewards = [r["reward_mean"] for r in steps if r["reward_mean"] is not None]
+    # every group drawn, also those batch filtering left untrained (reward_mean is the
+    # trained groups': under batch filtering, mixed groups only)
+    rewards = [r.get("drawn_reward_mean", r["reward_mean"]) for r in steps]
+    rewards = [r for r in rewards if r is not None]
     evals = [r for r in log if "eval_reward_mean" in r]
     first, last = thirds(rewards) if rewards else (float("nan"), float("nan"))
     return {

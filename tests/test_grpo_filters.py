@@ -132,6 +132,21 @@ def test_batch_filtering_refills_with_fresh_prompts(tokenizer) -> None:
     assert stream.draws == batch.drawn  # drawn prompts are consumed from the stream
 
 
+def test_the_drawn_reward_counts_the_groups_batch_filtering_left_out(tokenizer) -> None:
+    """The trained groups are mixed by construction (mean 0.5 here): how the policy scores
+    on what it drew, solved prompts included, is `drawn_reward_mean`."""
+    kinds = ["all", "mixed", "all", "all"] * 8
+    stage = grpo_stage(dynamic_filtering="batch", max_resample_rounds=8)
+    batch, _ = run_collect(stage, ScriptedEngine(alternate), prompts(kinds), tokenizer)
+    solved, mixed = batch.filtered_groups, batch.drawn - batch.filtered_groups
+    assert solved > 0 and mixed >= 4
+    summary = batch.summary()
+    assert summary["reward_mean"] == 0.5
+    assert summary["drawn_reward_mean"] == (solved * 1.0 + mixed * 0.5) / batch.drawn > 0.5
+    unfiltered, _ = run_collect(grpo_stage(), ScriptedEngine(alternate), prompts(kinds), tokenizer)
+    assert unfiltered.summary()["drawn_reward_mean"] == unfiltered.summary()["reward_mean"]
+
+
 def test_batch_filtering_stops_at_the_cap_and_fills_untrained(tokenizer) -> None:
     kinds = ["none", "all", "none", "mixed"] * 8
     stage = grpo_stage(dynamic_filtering="batch", max_resample_rounds=0)

@@ -237,6 +237,7 @@ class RolloutBatch:
     rounds: int = 1
     drawn: int = 0
     filtered_groups: int = 0
+    drawn_rewards: list[float] | None = None  # every drawn group's, filtered ones too
 
     @property
     def episodes(self) -> list[Episode]:
@@ -247,8 +248,12 @@ class RolloutBatch:
         decided = [e.reward for e in eps if e.reward is not None]
         lengths = [len(e.response_ids) for e in eps]
         mean = sum(decided) / len(decided) if decided else None
+        drawn = decided if self.drawn_rewards is None else self.drawn_rewards
         return {
             "reward_mean": mean,
+            # Under batch filtering `reward_mean` is the trained groups' (mixed ones, near 0.5
+            # by construction); how the policy scores on what it drew is this one.
+            "drawn_reward_mean": sum(drawn) / len(drawn) if drawn else None,
             "pass_rate": sum(e.solved for e in eps) / len(eps),
             "signal_groups": sum(
                 has_signal([e.reward for e in g if e.trained]) for g in self.groups
@@ -281,6 +286,7 @@ def collect_batch(
     pool, extra_rounds = objective.pool, objective.resample_rounds
     kept: list[list[Episode]] = []
     spare: list[list[Episode]] = []
+    drawn_rewards: list[float] = []
     n, rounds, drawn = want, 0, 0
     while True:
         draws = stream.take(n)
@@ -306,6 +312,7 @@ def collect_batch(
                 e.trained = objective.trains_on(e)
         if extra_rounds is None:
             return RolloutBatch(groups, rounds + 1, drawn)
+        drawn_rewards += [e.reward for group in groups for e in group if e.reward is not None]
         for group in groups:
             signal = has_signal([e.reward for e in group if e.trained])
             (kept if signal else spare).append(group)
@@ -318,7 +325,7 @@ def collect_batch(
     for group in fill:
         for e in group:
             e.trained = False
-    return RolloutBatch(kept[:want] + fill, rounds + 1, drawn, len(spare))
+    return RolloutBatch(kept[:want] + fill, rounds + 1, drawn, len(spare), drawn_rewards)
 
 
 def sample_groups(
