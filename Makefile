@@ -24,12 +24,13 @@ demo: setup
 	$(BIN)/cascade --lake demo-lake build dataset math_rl_v2 --profile demo --manifests demo-lake/manifests
 	$(BIN)/cascade --lake demo-lake sql "SELECT step, reason, count(*) AS n FROM drops GROUP BY ALL ORDER BY n DESC"
 
+# Its own lake: toy-lake is the toy cascade's, which bench/toy_cascade.py resumes from.
 toy: setup
-	rm -rf toy-lake
-	$(BIN)/cascade --lake toy-lake build dataset math_sft --profile toy --manifests toy-lake/manifests
-	$(BIN)/cascade --lake toy-lake build dataset math_sft_s2 --profile toy --manifests toy-lake/manifests
-	$(BIN)/cascade --lake toy-lake build dataset math_rl_v2 --profile toy --set sft_datasets=math_sft --manifests toy-lake/manifests
-	$(BIN)/cascade --lake toy-lake sql "SELECT regexp_extract(model, '(weak|strong)') AS model, round(avg(pass_rate), 3) AS mean_pass_rate, count(*) AS prompts FROM difficulty GROUP BY ALL ORDER BY 2"
+	rm -rf toy-world-lake
+	$(BIN)/cascade --lake toy-world-lake build dataset math_sft --profile toy --manifests toy-world-lake/manifests
+	$(BIN)/cascade --lake toy-world-lake build dataset math_sft_s2 --profile toy --manifests toy-world-lake/manifests
+	$(BIN)/cascade --lake toy-world-lake build dataset math_rl_v2 --profile toy --set sft_datasets=math_sft --manifests toy-world-lake/manifests
+	$(BIN)/cascade --lake toy-world-lake sql "SELECT regexp_extract(model, '(weak|strong)') AS model, round(avg(pass_rate), 3) AS mean_pass_rate, count(*) AS prompts FROM difficulty GROUP BY ALL ORDER BY 2"
 
 # The datasets are built here, so their hashes are this machine's: the manifest is pinned to the
 # lake's recorded hashes first (training still recomputes every hash and refuses a mismatch).
