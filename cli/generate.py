@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ import typer
 from cli.app import app
 from cli.console import CascadeError, console, err_console, open_lake, plain, state
 from cli.executors import EXECUTOR_OPTION, RAY_ADDRESS_OPTION, executor_session
+from curation.environments.generate import EpisodeReport, generate_episodes_to_lake
 from curation.generate import (
     BACKENDS,
     BackendError,
@@ -23,6 +25,7 @@ from curation.generate.plan import Messages
 from curation.generate.run import report_json
 from curation.ingest import IngestError, read_chunks
 from lake.catalog import Lake, LakeError
+from schemas.environment import EpisodeLimits
 from schemas.generation import MODE_SWITCHES
 from schemas.tables import SchemaError
 
@@ -34,18 +37,31 @@ def load_prompts(
     lake: Lake, source: str, *, id_field: str, prompt_field: str, system: str | None
 ) -> tuple[list[tuple[str, Messages]], list[str]]:
     """Prompts from a file (jsonl/json/parquet/csv) or a lake table; and the lineage parents."""
+    rows, parents = load_rows(
+        lake, source, id_field=id_field, prompt_field=prompt_field, system=system
+    )
+    return [(prompt_id, tuple(row["messages"])) for prompt_id, row in rows], parents
+
+
+def load_rows(
+    lake: Lake, source: str, *, id_field: str, prompt_field: str, system: str | None
+) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
+    """Rows with their chat as `messages` (and every other column, which environments read),
+    from a file or a lake table; and the lineage parents."""
     if Path(source).exists():
-        prompts: list[tuple[str, Messages]] = []
+        rows: list[tuple[str, dict[str, Any]]] = []
         for chunk in read_chunks(source):
-            prompts += prompts_from_records(
-                chunk.frame.to_dicts(),
+            records = chunk.frame.to_dicts()
+            prompts = prompts_from_records(
+                records,
                 origin=source,
                 id_field=id_field,
                 prompt_field=prompt_field,
                 system=system,
                 line_numbers=chunk.lines,
             )
-        return prompts, []
+            rows += with_messages(records, prompts)
+        return rows, []
     if "/" in source or "." in source.partition("@")[0]:
         raise FileNotFoundError(f"{source}: no such file (and not a lake table name)")
     info = lake.resolve(source)
@@ -53,7 +69,16 @@ def load_prompts(
     prompts = prompts_from_records(
         records, origin=info.ref, id_field=id_field, prompt_field=prompt_field, system=system
     )
-    return prompts, [info.ref]
+    return with_messages(records, prompts), [info.ref]
+
+
+def with_messages(
+    records: list[dict[str, Any]], prompts: list[tuple[str, Messages]]
+) -> list[tuple[str, dict[str, Any]]]:
+    return [
+        (prompt_id, {**record, "messages": list(messages)})
+        for record, (prompt_id, messages) in zip(records, prompts, strict=True)
+    ]
 
 
 @app.command("generate")
@@ -107,6 +132,19 @@ def generate_command(
     flush_seconds: float = typer.Option(
         120.0, "--flush-seconds", help="Commit at least this often (seconds)."
     ),
+    env: str = typer.Option(
+        None,
+        "--env",
+        help="Run each prompt as an episode in this environment (python, or a reward kind) "
+        "and write whole conversations with tool turns, scored, to --out (an episodes table).",
+    ),
+    max_turns: int = typer.Option(8, "--max-turns", help="--env: model turns per episode."),
+    max_total_tokens: int = typer.Option(
+        16384, "--max-total-tokens", help="--env: tokens per episode, tool results included."
+    ),
+    tool_timeout: float = typer.Option(
+        10.0, "--tool-timeout", help="--env: wall seconds per tool call."
+    ),
     json_: bool = typer.Option(False, "--json", help="Print the report as one JSON line."),
     progress: bool = typer.Option(True, "--progress/--no-progress"),
     executor: str = EXECUTOR_OPTION,
@@ -144,6 +182,32 @@ def generate_command(
         teacher = Teacher(model, mode_switch=mode_switch, no_think_model=no_think_model)
         sampling = SamplingParams(max_new_tokens, temperature, top_p, top_k)
         lake = open_lake(write=True)
+        if env is not None:
+            limits = EpisodeLimits(max_turns, max_total_tokens, tool_timeout)
+            rows, parents = load_rows(
+                lake, input_, id_field=id_field, prompt_field=prompt_field, system=system
+            )
+            episodes = generate_episodes_to_lake(
+                lake,
+                rows[:limit] if limit is not None else rows,
+                environment=env,
+                output=out,
+                teacher=teacher,
+                backend=backend,
+                backend_options=options,
+                modes=MODE_CHOICES[mode],
+                k=k,
+                sampling=sampling,
+                limits=limits,
+                seed=seed,
+                chunk_size=chunk_size,
+                flush_seconds=flush_seconds,
+                parents=parents,
+                console=err_console,
+                show_progress=progress and not state.quiet,
+            )
+            say_episodes(episodes, json_)
+            return
         prompts, parents = load_prompts(
             lake, input_, id_field=id_field, prompt_field=prompt_field, system=system
         )
@@ -168,7 +232,7 @@ def generate_command(
                 show_progress=progress and not state.quiet,
                 backend_factory=generation_backend_factory(runner, backend, options),
             )
-    except (BackendError, IngestError, LakeError, SchemaError) as exc:
+    except (BackendError, IngestError, LakeError, SchemaError, ValueError) as exc:
         raise CascadeError(str(exc)) from None
     if json_:
         print(report_json(report))
@@ -178,6 +242,22 @@ def generate_command(
         f"{report.generated:,} generated ({report.truncated:,} truncated), "
         f"{report.completion_tokens:,} tokens in {report.seconds:.1f}s "
         f"({report.tokens_per_second:,.1f} tok/s)"
+    )
+    if report.versions:
+        first, last = report.versions[0], report.versions[-1]
+        console.print(
+            plain(f"committed {first if first == last else f'{first} .. {last}'}", "green")
+        )
+
+
+def say_episodes(report: EpisodeReport, as_json: bool) -> None:
+    """Print what an --env run did: one line (or one JSON line)."""
+    if as_json:
+        print(json.dumps(report.__dict__))
+        return
+    console.print(
+        f"{report.planned:,} episodes planned: {report.cached:,} cached, "
+        f"{report.generated:,} run ({report.passed:,} passed) in {report.seconds:.1f}s"
     )
     if report.versions:
         first, last = report.versions[0], report.versions[-1]

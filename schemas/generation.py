@@ -140,6 +140,46 @@ class Generator(Protocol):
         ...
 
 
+class RequestFeed:
+    """Requests that arrive while a generator is decoding: an agentic episode's next turn is
+    ready only once its tools return. A generator with `generate_feed(feed)` (the hf rollout
+    engine) admits each request into a free row as it arrives, so the batch stays full without
+    waiting for whole rounds. `max_tokens` bounds any request's prompt plus its new tokens and
+    `max_new_tokens` its new tokens (what the engine sizes its cache by); thread-safe."""
+
+    def __init__(self, max_tokens: int, max_new_tokens: int) -> None:
+        import threading
+
+        self.max_tokens, self.max_new_tokens = max_tokens, max_new_tokens
+        self._items: list[GenerationRequest] = []
+        self._closed = False
+        self._ready = threading.Condition()
+
+    def put(self, request: GenerationRequest) -> None:
+        with self._ready:
+            self._items.append(request)
+            self._ready.notify_all()
+
+    def close(self) -> None:
+        """No more requests will come: the generator ends once it has decoded what it has."""
+        with self._ready:
+            self._closed = True
+            self._ready.notify_all()
+
+    def take(self, wait_s: float = 0.0) -> list[GenerationRequest]:
+        """The requests that arrived since the last call (waiting up to `wait_s` for one)."""
+        with self._ready:
+            if not self._items and not self._closed and wait_s > 0:
+                self._ready.wait(wait_s)
+            items, self._items = self._items, []
+            return items
+
+    @property
+    def closed(self) -> bool:
+        with self._ready:
+            return self._closed and not self._items
+
+
 FINISH_REASONS = ("stop", "length")
 """`stop`: the model ended its answer; `length`: cut at max_new_tokens (see `truncated`)."""
 

@@ -135,3 +135,31 @@ def split_tool_calls(text: str) -> tuple[str, list[ToolCall]]:
         raise ToolCallError("a <tool_call> tag is not closed")
     first = text.find(TOOL_CALL_OPEN)
     return (text if first < 0 else text[:first]).strip(), calls
+
+
+def text_chat(turns: Sequence[dict[str, Any]], tools: Sequence[dict]) -> tuple[dict[str, str], ...]:
+    """A conversation with tools as plain role/content turns, for a teacher that reads its
+    calls from text (a server without a tool-call parser): the tools at the end of the system
+    prompt, earlier assistant turns as text with their calls (no reasoning, as chat APIs take
+    earlier turns back), each run of tool results as one user turn of <tool_response> blocks
+    (the Qwen3 convention). Calls may be ToolCall values or `{"name", "arguments"}` dicts."""
+    system = next((t["content"] for t in turns[:1] if t["role"] == "system"), None)
+    chat: list[dict[str, str]] = [
+        {"role": "system", "content": (f"{system}\n\n" if system else "") + tools_block(tools)}
+    ]
+    for turn in turns[1:] if system is not None else turns:
+        if turn["role"] == "tool":
+            block = f"{TOOL_RESPONSE_OPEN}\n{turn['content']}\n{TOOL_RESPONSE_CLOSE}"
+            if chat[-1]["role"] == "user" and chat[-1]["content"].startswith(TOOL_RESPONSE_OPEN):
+                chat[-1] = {"role": "user", "content": chat[-1]["content"] + "\n" + block}
+            else:
+                chat.append({"role": "user", "content": block})
+        elif turn["role"] == "assistant":
+            text = turn["content"]
+            for i, call in enumerate(turn.get("tool_calls") or ()):
+                call = call if isinstance(call, ToolCall) else tool_call_from(call)
+                text += ("\n" if text or i else "") + call.text()
+            chat.append({"role": "assistant", "content": text})
+        else:
+            chat.append({"role": turn["role"], "content": turn["content"]})
+    return tuple(chat)

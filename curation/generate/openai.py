@@ -33,6 +33,7 @@ class OpenAIBackend:
     """Chat completions from an OpenAI-compatible server at `base_url` (ending in /v1)."""
 
     name = "openai"
+    concurrent_requests = True  # generate() may run from several threads at once
 
     def __init__(
         self,

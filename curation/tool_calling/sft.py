@@ -46,15 +46,15 @@ from curation.generate.samples import Sampler
 from lake import Lake, StepResult
 from lake.operators import decide
 from schemas.tool_calls import (
-    TOOL_RESPONSE_CLOSE,
-    TOOL_RESPONSE_OPEN,
     ToolCall,
     ToolCallError,
     parse_tools,
     split_tool_calls,
     tool_call_from,
     tool_name,
-    tools_block,
+)
+from schemas.tool_calls import (
+    text_chat as teacher_chat,
 )
 
 PATTERNS = (
@@ -237,33 +237,6 @@ def _turns(raw: str) -> list[dict[str, Any]]:
 
 
 # -------------------------------------------------------------------- regenerating --------
-
-
-def teacher_chat(
-    turns: list[dict[str, Any]], tools: tuple[dict, ...]
-) -> tuple[dict[str, str], ...]:
-    """The conversation so far as the teacher sees it: tools at the end of the system prompt,
-    earlier assistant turns as text with their calls (no reasoning), each run of tool results
-    as one user turn of <tool_response> blocks (the Qwen3 convention)."""
-    system = next((t["content"] for t in turns[:1] if t["role"] == "system"), None)
-    chat: list[dict[str, str]] = [
-        {"role": "system", "content": (f"{system}\n\n" if system else "") + tools_block(tools)}
-    ]
-    for turn in turns[1:] if system is not None else turns:
-        if turn["role"] == "tool":
-            block = f"{TOOL_RESPONSE_OPEN}\n{turn['content']}\n{TOOL_RESPONSE_CLOSE}"
-            if chat[-1]["role"] == "user" and chat[-1]["content"].startswith(TOOL_RESPONSE_OPEN):
-                chat[-1] = {"role": "user", "content": chat[-1]["content"] + "\n" + block}
-            else:
-                chat.append({"role": "user", "content": block})
-        elif turn["role"] == "assistant":
-            text = turn["content"]
-            for i, call in enumerate(turn["tool_calls"]):
-                text += ("\n" if text or i else "") + call.text()
-            chat.append({"role": "assistant", "content": text})
-        else:
-            chat.append({"role": turn["role"], "content": turn["content"]})
-    return tuple(chat)
 
 
 def _call_key(call: ToolCall) -> tuple[str, str]:

@@ -68,7 +68,15 @@ class FunctionalTest:
     code: str
 
 
-Test = StdioTest | FunctionalTest
+@dataclass(frozen=True)
+class CaptureRun:
+    """Feed `input` on stdin and give back what the program printed (in the outcome's
+    `detail`; status `passed` when it ran to its end): a tool that runs code, not a test."""
+
+    input: str = ""
+
+
+Test = StdioTest | FunctionalTest | CaptureRun
 
 
 @dataclass(frozen=True)
@@ -377,6 +385,8 @@ def _test_payload(test: Test) -> dict[str, Any]:
         return {"kind": "stdio", "input": test.input, "output_digest": output_digest(test.output)}
     if isinstance(test, FunctionalTest):
         return {"kind": "functional", "code": test.code}
+    if isinstance(test, CaptureRun):
+        return {"kind": "stdio", "input": test.input, "output_digest": None, "capture": True}
     raise TypeError(f"not a sandbox test: {test!r}")
 
 

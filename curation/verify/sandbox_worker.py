@@ -529,6 +529,9 @@ class Worker:
             return "output_limit", f"output of {size} bytes passed the cap of {cap}"
         if ending == "error" and "File too large" in detail:
             return "output_limit", detail
+        if test.get("capture"):  # a tool run: what it printed, and how it ended
+            got = os.pread(stdout, cap + 1, 0).decode("utf-8", errors="replace")
+            return ("passed", got) if ending == "ok" else (ending, f"{got}{detail}")
         if ending != "ok":
             return ending, detail
         got = os.pread(stdout, cap + 1, 0).decode("utf-8", errors="replace")

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from schemas.generation import Completion, GenerationRequest, SamplingParams
+from schemas.generation import Completion, GenerationRequest, RequestFeed, SamplingParams
 from schemas.sampling import inverse_cdf_sample, seeded_uniforms, truncate
 from training.rollout.engine import rollout_prompt
 
@@ -145,17 +145,47 @@ class HfEngine:
         for group in alike.values():
             yield from self._generate_alike(group)
 
-    def _generate_alike(self, requests: list[GenerationRequest]) -> Iterator[Completion]:
-        """Decode requests that share their sampling but for `max_new_tokens` (each's cap)."""
+    def generate_feed(self, feed: RequestFeed) -> Iterator[Completion]:
+        """Yield a Completion per request of `feed` as each finishes, admitting requests into
+        free rows as they arrive, until the feed is closed and drained. Every request must
+        sample alike but for its cap (an RL stage's requests do)."""
+        first = feed.take(wait_s=3600.0)
+        while not first and not feed.closed:
+            first = feed.take(wait_s=3600.0)
+        if first:
+            yield from self._generate_alike(first, feed)
+
+    def _generate_alike(
+        self, requests: list[GenerationRequest], feed: RequestFeed | None = None
+    ) -> Iterator[Completion]:
+        """Decode requests that share their sampling but for `max_new_tokens` (each's cap);
+        with a `feed`, more arrive while decoding and join as rows come free."""
         sampling = requests[0].sampling
+        requests = list(requests)
         prompts = [rollout_prompt(r) for r in requests]
         caps = [r.sampling.max_new_tokens for r in requests]
         width = max(len(p) + cap for p, cap in zip(prompts, caps, strict=True))
-        cache = self._cache_for(min(self.batch_size, len(requests)), width)
+        slots_wanted = min(self.batch_size, len(requests))
+        if feed is not None:
+            width, slots_wanted = max(width, feed.max_tokens), self.batch_size
+        cache = self._cache_for(slots_wanted, width)
         stops = set(sampling.stop_token_ids)
-        uniforms = torch.zeros(cache.slots, max(caps), device=self.device)
+        longest = max(caps) if feed is None else max(*caps, feed.max_new_tokens)
+        uniforms = torch.zeros(cache.slots, longest, device=self.device)
         slots: list[_Slot | None] = [None] * cache.slots
         pending = deque(range(len(requests)))
+
+        def arrivals(wait_s: float) -> None:
+            for request in feed.take(wait_s) if feed is not None else ():
+                if request.sampling.max_new_tokens > longest:
+                    raise ValueError(f"request {request.key}: over the feed's max_new_tokens")
+                prompt = rollout_prompt(request)
+                if len(prompt) + request.sampling.max_new_tokens > width:
+                    raise ValueError(f"request {request.key}: over the feed's max_tokens")
+                requests.append(request)
+                prompts.append(prompt)
+                caps.append(request.sampling.max_new_tokens)
+                pending.append(len(requests) - 1)
 
         def record(slot: int, token: int, logprob: float) -> Completion | None:
             state = slots[slot]
@@ -177,8 +207,12 @@ class HfEngine:
                 )
             return None
 
+        def busy() -> bool:
+            return any(s is not None for s in slots)
+
         with torch.inference_mode():
-            while pending or any(s is not None for s in slots):
+            while pending or busy() or (feed is not None and not feed.closed):
+                arrivals(0.0 if pending or busy() else 0.05)
                 # --- refill free slots: prefill their prompts, sample each first token -------
                 admitted = []
                 free = [i for i in range(cache.slots) if slots[i] is None]

@@ -1,0 +1,46 @@
+"""Environments for agentic episodes, by name, beside the reward kinds they build on.
+
+| environment | tools                          | reward                                         |
+|-------------|--------------------------------|------------------------------------------------|
+| any reward kind of `curation.verify.rewards.REWARDS` | none (one turn) | that kind        |
+| `python`    | `python` (code in the sandbox) | the stage's reward kind on the final answer    |
+|             |                                | (math_verifier unless told another)            |
+
+The contract is `schemas.environment`; `curation.environments.runner` drives episodes through
+any generator (a rollout engine or a teacher backend).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from curation.environments.answer import RewardEnvironment
+from curation.environments.python import PythonEnvironment
+from curation.verify.rewards import REWARDS, Reward
+from schemas.environment import Environment
+
+ENVIRONMENTS: dict[str, Callable[..., Environment]] = {"python": PythonEnvironment}
+"""Environments with tools, by name: a factory taking the reward kind that scores the final
+answer (`reward=`, None for the environment's default) and that kind's clients."""
+
+
+def environment_names() -> tuple[str, ...]:
+    """Every name `environment_named` takes: environments with tools, then the reward kinds.
+
+    >>> environment_names()[:2]
+    ('python', 'math_verifier')
+    """
+    return (*ENVIRONMENTS, *REWARDS)
+
+
+def environment_named(name: str, reward: Reward | None = None, **clients: Any) -> Environment:
+    """The environment `name` (a reward kind's name gives its one-step environment), or a
+    ValueError listing the names."""
+    if name in ENVIRONMENTS:
+        return ENVIRONMENTS[name](reward, **clients)
+    if name in REWARDS:
+        return RewardEnvironment(REWARDS[name], **clients)
+    raise ValueError(
+        f"unknown environment {name!r}; choose one of {', '.join(environment_names())}"
+    )
