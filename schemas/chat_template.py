@@ -84,7 +84,7 @@ CHAT_TEMPLATE = (
     "{{- '<|im_start|>system\\n' -}}"
     "{%- if system_first -%}{{- messages[0].content + '\\n\\n' -}}{%- endif -%}"
     "{{- " + _jinja_text(TOOLS_HEADER) + " -}}"
-    "{%- for tool in tools -%}{{- '\\n' -}}{{- tool | tojson -}}{%- endfor -%}"
+    "{%- for tool in tools -%}{{- '\\n' -}}{{- tool | tojson(sort_keys=true) -}}{%- endfor -%}"
     "{{- " + _jinja_text(TOOLS_FOOTER) + " + '<|im_end|>\\n' -}}"
     "{%- endif -%}"
     "{%- for message in messages -%}"

@@ -4,7 +4,9 @@ Shared by the trainer (which renders them into ChatML) and the curation steps (w
 teacher's calls back out of its reply), so both agree on one format:
 
 - the available tools: their JSON schemas, one per line inside `<tools>...</tools>`, after a
-  short instruction, at the end of the system prompt (`tools_block`);
+  short instruction, at the end of the system prompt (`tools_block`); keys sorted, so a schema
+  renders the same however it was stored (a JSONL writer that sorts keys, a dict literal that
+  does not): SFT data and the RL environment that offers the same tool show the same prompt;
 - a call: `<tool_call>\\n{"name": ..., "arguments": {...}}\\n</tool_call>` (`ToolCall.text`),
   several calls one block each, after the turn's text;
 - a tool's result: `<tool_response>\\n...\\n</tool_response>` inside a user turn.
@@ -111,7 +113,7 @@ def parse_tools(raw: object) -> tuple[dict, ...]:
 
 def tools_block(tools: Sequence[dict]) -> str:
     """The tools section that closes the system prompt: one schema per line in <tools>."""
-    lines = "".join("\n" + json.dumps(tool, ensure_ascii=False) for tool in tools)
+    lines = "".join("\n" + json.dumps(tool, ensure_ascii=False, sort_keys=True) for tool in tools)
     return f"{TOOLS_HEADER}{lines}{TOOLS_FOOTER}"
 
 

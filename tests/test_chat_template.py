@@ -21,6 +21,7 @@ from schemas.chat_template import (
     Message,
     parse_chat_tools,
     parse_messages,
+    parse_prompt,
     render_prompt,
     render_text,
     tokenize_chat,
@@ -158,10 +159,10 @@ TOOL_CHAT_TEXT = (
     "<|im_start|>system\nBe brief.\n\n# Tools\n\nYou may call one or more of these functions "
     "to help with the user's request. Their signatures are listed inside <tools></tools>:\n"
     "<tools>\n"
-    '{"type": "function", "function": {"name": "get_weather", "description": "Current weather '
-    'in a city", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, '
-    '"required": ["city"]}}}\n'
-    '{"name": "get_time", "description": "Local time", "parameters": {"type": "object"}}\n'
+    '{"function": {"description": "Current weather in a city", "name": "get_weather", '
+    '"parameters": {"properties": {"city": {"type": "string"}}, "required": ["city"], '
+    '"type": "object"}}, "type": "function"}\n'
+    '{"description": "Local time", "name": "get_time", "parameters": {"type": "object"}}\n'
     "</tools>\n\nTo call a function, write a JSON object with its name and arguments inside "
     "<tool_call></tool_call> tags, one call per block:\n<tool_call>\n"
     '{"name": <function name>, "arguments": <arguments as a JSON object>}\n</tool_call>'
@@ -293,3 +294,18 @@ def test_tool_call_docstring_examples() -> None:
 
     result = doctest.testmod(schemas.tool_calls)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_a_tool_schema_renders_the_same_whatever_its_key_order(tokenizer) -> None:
+    """SFT rows store schemas as their writer ordered them (often sorted); the environment
+    offering the same tool holds them in another order. The prompt must not differ."""
+    shuffled = {"function": dict(reversed(list(WEATHER["function"].items()))), "type": "function"}
+    chat = parse_prompt([{"role": "user", "content": "Oslo?"}], "t")
+    assert render_prompt(chat, "think", (WEATHER,)) == render_prompt(chat, "think", (shuffled,))
+    jinja = [
+        tokenizer.apply_chat_template(
+            [{"role": "user", "content": "Oslo?"}], tools=[t], tokenize=False, mode="think"
+        )
+        for t in (WEATHER, shuffled)
+    ]
+    assert jinja[0] == jinja[1]
