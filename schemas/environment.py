@@ -18,7 +18,7 @@ limits of `EpisodeLimits` (turns, tokens, seconds and characters per tool call, 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import pyarrow as pa
@@ -100,7 +100,12 @@ class Transcript:
     tool_errors: int = 0
     tool_seconds: float = 0.0
     truncated_outputs: int = 0
-    stats: dict[str, Any] = field(default_factory=dict)
+    opening_turns: int = 0  # how many of `messages` are the opening
+
+    @property
+    def completion(self) -> list[dict[str, Any]]:
+        """The turns after the opening: the episode as a TRL conversational completion."""
+        return self.messages[self.opening_turns :]
 
     @property
     def final(self) -> str:

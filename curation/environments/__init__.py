@@ -5,6 +5,8 @@
 | any reward kind of `curation.verify.rewards.REWARDS` | none (one turn) | that kind        |
 | `python`    | `python` (code in the sandbox) | the stage's reward kind on the final answer    |
 |             |                                | (math_verifier unless told another)            |
+| `workplace` | people, calendar and mail      | workplace_state: the episode's calls, replayed, |
+|             | (find_user, create_event, ...) | reach the goal's state                          |
 
 The contract is `schemas.environment`; `curation.environments.runner` drives episodes through
 any generator (a rollout engine or a teacher backend).
@@ -17,10 +19,14 @@ from typing import Any
 
 from curation.environments.answer import RewardEnvironment
 from curation.environments.python import PythonEnvironment
+from curation.environments.workplace import WorkplaceEnvironment
 from curation.verify.rewards import REWARDS, Reward
 from schemas.environment import Environment
 
-ENVIRONMENTS: dict[str, Callable[..., Environment]] = {"python": PythonEnvironment}
+ENVIRONMENTS: dict[str, Callable[..., Environment]] = {
+    "python": PythonEnvironment,
+    "workplace": WorkplaceEnvironment,
+}
 """Environments with tools, by name: a factory taking the reward kind that scores the final
 answer (`reward=`, None for the environment's default) and that kind's clients."""
 

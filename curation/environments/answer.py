@@ -1,8 +1,9 @@
 """Environments scored by a reward kind on the final answer; a verifier is a one-step one.
 
 `AnswerScoring` gives an environment the `score` of a reward kind of the registry
-(`curation.verify.rewards.REWARDS`): each transcript's last assistant turn is the response the
-kind verifies, with the row's columns as its inputs. `RewardEnvironment` is that and nothing
+(`curation.verify.rewards.REWARDS`), with the row's columns as its inputs: a kind with a table
+verifier checks each transcript's last assistant turn (and says why); any other gets the turns
+after the opening as a TRL conversational completion (`workplace_state` replays their calls). `RewardEnvironment` is that and nothing
 more: no tools, one turn, so every reward kind runs through the episode runner as the
 environments with tools do.
 """
@@ -40,9 +41,9 @@ class AnswerScoring:
             fields = {"reference": reward.columns[0], "kwargs": "kwargs"}
             verdicts = reward.table(df, finals, fields)
             return [Scored(v.reward(), f"{reward.name}: {v.detail}") for v in verdicts]
-        prompts = [row["messages"] for row in rows]
+        prompts = [t.messages[: t.opening_turns] for t in transcripts]
         columns = {c: [row.get(c) for row in rows] for c in reward.columns}
-        values = self.function(prompts, finals, **columns)
+        values = self.function(prompts, [t.completion for t in transcripts], **columns)
         return [Scored(None if v is None else float(v), f"{reward.name}: {v}") for v in values]
 
 

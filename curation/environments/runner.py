@@ -282,7 +282,8 @@ class EpisodeRunner:
         messages = parse_prompt(list(opening.messages), where)
         tools = parse_chat_tools(list(opening.tools), where)
         ids = [] if tokenizer is None else tokenize_prompt(tokenizer, messages, start.mode, tools)
-        transcript = Transcript([dict(m) for m in opening.messages], tuple(tools), "")
+        turns = [dict(m) for m in opening.messages]
+        transcript = Transcript(turns, tuple(tools), "", opening_turns=len(turns))
         names = frozenset(n for n in (tool_name(t) for t in tools) if n)
         return _Live(start, session, names, ids, transcript)
 

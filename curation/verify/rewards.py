@@ -23,6 +23,8 @@ table has a `verifier`: the short name `cascade verify --kind` and
 |                            |                    | else the changed-line similarity                |
 | `swe_patch_judge`          | as above, plus problem_statement | as above for 1, 0 and -1; otherwise |
 |                            |                    | P("YES") of the stage's `patch_judge`           |
+| `workplace_state`          | workplace          | 1 if the episode's calls, replayed, leave the   |
+|                            |                    | workplace in its goal's state, else 0           |
 | `reward_model`             | (none)             | the RM's score of the text after `</think>`     |
 
 Scoring is all this table does. What the trainer does with a score afterwards (a response cut
@@ -55,6 +57,7 @@ from curation.verify.patch_judge import patch_judge_reward
 from curation.verify.result import Verdict
 from curation.verify.reward_model_score import if_verifier_with_reward_model, reward_model_score
 from curation.verify.swe import swe_reward
+from curation.verify.workplace import workplace_reward
 
 RewardFn = Callable[..., list[float | None]]
 """TRL's reward-function signature: `(prompts, completions, **columns) -> list[float | None]`."""
@@ -196,6 +199,13 @@ REWARDS: dict[str, Reward] = {
             ("patch", "problem_statement", "context_files", "context_contents"),
             "in [-1, 1]: as swe_patch_similarity for 1, 0 and -1, else the judge's P(YES)",
             clients=("patch_judge",),
+        ),
+        Reward(
+            "workplace_state",
+            workplace_reward,
+            ("workplace",),
+            "binary: 1 if the episode's tool calls, replayed, leave the workplace in its goal's "
+            "state (and a question's answer holds the value), else 0",
         ),
         Reward(
             "reward_model",
