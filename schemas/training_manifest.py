@@ -303,6 +303,20 @@ class EvalSpec(_Strict):
     )
 
 
+class EpisodeSpec(_Strict):
+    """Limits of one agentic episode (`schemas.environment.EpisodeLimits`); a turn's own cap is
+    the stage's max_response_len."""
+
+    max_turns: int = Field(8, gt=0, description="model turns, the final answer included")
+    max_total_tokens: int = Field(
+        4096, gt=0, description="the whole conversation: opening, turns and tool results"
+    )
+    tool_timeout_s: float = Field(10.0, gt=0, description="wall seconds per tool call")
+    max_tool_output_chars: int = Field(
+        4000, gt=0, description="a longer tool output is cut, with a marker saying so"
+    )
+
+
 class _StageBase(_Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$")
     datasets: list[DatasetRef] = Field(min_length=1)
@@ -475,6 +489,7 @@ class GRPOStage(_RLStageBase):
         "code_tests",
         "swe_patch_similarity",
         "swe_patch_judge",
+        "workplace_state",
     ]
     reward_model: str | None = Field(
         None,
@@ -522,9 +537,21 @@ class GRPOStage(_RLStageBase):
         "cannot decide); 0 = never, for a plumbing check that expects no signal",
     )
     evaluation: EvalSpec | None = None
+    environment: Literal["python", "workplace"] | None = Field(
+        None,
+        description="agentic episodes: the model may call this environment's tools over several"
+        " turns (python: code run in the sandbox; workplace: people, calendar, mail); `reward`"
+        " scores the episode (workplace_state: the state its calls leave). The names"
+        " are curation.environments.ENVIRONMENTS' (tests/test_reward_registry.py ties them)",
+    )
+    episode: EpisodeSpec | None = Field(
+        None, description="limits of each episode of an environment stage (defaults if unset)"
+    )
 
     @model_validator(mode="after")
     def _grpo_consistent(self) -> GRPOStage:
+        if self.episode is not None and self.environment is None:
+            raise ValueError("episode limits apply to a stage with an environment")
         uses_rm = "reward_model" in self.reward
         if uses_rm and not self.reward_model:
             raise ValueError(f"reward {self.reward!r} needs reward_model")

@@ -94,3 +94,17 @@ def test_register_refuses_a_taken_name_or_verifier() -> None:
 def test_docstring_examples() -> None:
     result = doctest.testmod(rewards_module)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_schema_names_the_environments_with_tools_exactly() -> None:
+    from curation.environments import ENVIRONMENTS
+
+    field = GRPOStage.model_fields["environment"].annotation
+    named = [a for arg in typing.get_args(field) for a in typing.get_args(arg)]
+    assert sorted(named) == sorted(ENVIRONMENTS)
+    stage = GRPOStage.model_validate(grpo("math_verifier", environment="python"))
+    assert stage.episode is None
+    with pytest.raises(
+        ValidationError, match="episode limits apply to a stage with an environment"
+    ):
+        GRPOStage.model_validate(grpo("math_verifier", episode={"max_turns": 2}))

@@ -204,3 +204,37 @@ def test_rollout_logprobs_equal_the_training_forward(model, prompts, stop_token)
     recorded = batch.rollout_logp[batch.response]
     assert train.numel() == sum(len(r.token_ids) for r in rollouts)
     torch.testing.assert_close(train, recorded, rtol=0, atol=1e-4)
+
+
+def test_every_model_turn_of_an_agentic_episode_is_on_policy_and_tool_tokens_are_context(
+    model, prompts
+) -> None:
+    """Two model turns with a tool turn between (context tokens the model never sampled):
+    the engine's log-probs of both turns equal the training forward's over the packed
+    episode, and only the model's tokens are targets."""
+    from schemas.chat_template import IGNORE_INDEX
+    from training.packed_episodes import pack_episodes, packed_logits
+
+    engine = engine_for(model, batch_size=2)
+    sampling = SamplingParams(max_new_tokens=7, temperature=1.0, stop_token_ids=(VOCAB - 1,))
+    prompt = prompts[0]
+    first = next(engine.generate([rollout_request(0, prompt, sampling, 1)]))
+    tool = [5, 6, 7, 8, 9]
+    second = next(
+        engine.generate([rollout_request(1, prompt + first.token_ids + tool, sampling, 2)])
+    )
+    response = first.token_ids + tool + second.token_ids
+    mask = [True] * len(first.token_ids) + [False] * len(tool) + [True] * len(second.token_ids)
+    logprobs = first.logprobs + [0.0] * len(tool) + second.logprobs
+    episode = Episode(0, 0, "p", "think", prompt, response, logprobs, "stop", response_mask=mask)
+    assert episode.model_tokens == len(first.token_ids) + len(second.token_ids)
+    packed = pack_episodes([episode], torch.device("cpu"))
+    with torch.no_grad():
+        logits = packed_logits(model, packed)
+    logp = sampling_logprobs(logits, packed.labels.clamp(min=0), 1.0)
+    assert int(packed.response.sum()) == episode.model_tokens
+    assert float((logp - packed.rollout_logp).abs()[packed.response].max()) < 1e-4
+    labels = packed.labels[0].tolist()
+    start = len(prompt) - 1 + len(first.token_ids)
+    assert labels[start : start + len(tool)] == [IGNORE_INDEX] * len(tool)
+    assert set(packed.length[0].tolist()) == {episode.model_tokens}

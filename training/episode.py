@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from curation.verify.reward_model_score import z_scores
+from schemas.environment import Transcript
 from schemas.generation import Mode
 
 
@@ -41,10 +42,28 @@ class Episode:
     code_switched: bool = False
     advantage: float = 0.0
     trained: bool = True
+    # Agentic episodes (an environment stage): which response tokens the model sampled (tool
+    # results and template tokens between turns are context: no gradient, log-prob 0), and
+    # the conversation. None: every response token is the model's (one turn).
+    response_mask: list[bool] | None = None
+    transcript: Transcript | None = None
 
     @property
     def truncated(self) -> bool:
         return self.finish_reason == "length"
+
+    @property
+    def completion(self) -> str | list[dict]:
+        """What the reward reads: the reply's text, or an episode's turns after its opening
+        (TRL's conversational completion: the final answer last, tool calls replayable)."""
+        return self.response_text if self.transcript is None else self.transcript.completion
+
+    @property
+    def model_tokens(self) -> int:
+        """Response tokens the model sampled: what the loss is normalized by."""
+        if self.response_mask is None:
+            return len(self.response_ids)
+        return sum(self.response_mask)
 
     @property
     def solved(self) -> bool:

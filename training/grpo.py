@@ -31,6 +31,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from curation.environments.runner import EpisodeStart, RunnerTimes, episode_stats
 from schemas.chat_template import IM_END, tokenize_prompt
 from schemas.generation import SamplingParams
 from schemas.training_manifest import EvalSpec, GRPOStage, MOPDStage
@@ -246,7 +247,7 @@ class RolloutBatch:
     def summary(self) -> dict:
         eps = self.episodes
         decided = [e.reward for e in eps if e.reward is not None]
-        lengths = [len(e.response_ids) for e in eps]
+        lengths = [e.model_tokens for e in eps]
         mean = sum(decided) / len(decided) if decided else None
         drawn = decided if self.drawn_rewards is None else self.drawn_rewards
         return {
@@ -267,6 +268,7 @@ class RolloutBatch:
             "sampling_rounds": self.rounds,
             "prompts_drawn": self.drawn,
             "filtered_groups": self.filtered_groups,
+            **agentic_summary(eps),
         }
 
 
@@ -346,6 +348,20 @@ def sample_groups(
     order. Training batches and held-out evaluation both sample this way."""
     rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
     mine = draws[rank::world]
+    if objective.episodes is not None:
+        done = agentic_groups(
+            mine,
+            rollout,
+            sampling,
+            tokenizer,
+            stage,
+            objective,
+            samples=samples,
+            seed=seed,
+            pool=pool,
+            timer=timer,
+        )
+        return gather_groups(done, world)
     requests, where = [], []
     for slot, (draw, prompt) in enumerate(mine):
         mode = thinking_mode(draw, stage.thinking_fraction)
@@ -381,12 +397,82 @@ def sample_groups(
     with timer("reward_wait_s"):
         for future in futures:
             future.result()
-    done: list[list[Episode]] = groups  # type: ignore[assignment]
+    return gather_groups(groups, world)  # type: ignore[arg-type]
+
+
+def gather_groups(done: list[list[Episode]], world: int) -> list[list[Episode]]:
+    """Every rank's groups, in draw order, on every rank."""
     if world > 1:
         gathered: list = [None] * world
         torch.distributed.all_gather_object(gathered, done)
         done = sorted((grp for part in gathered for grp in part), key=lambda grp: grp[0].draw)
     return done
+
+
+def agentic_groups(
+    mine: list[tuple[int, Prompt]],
+    rollout: RolloutEngine,
+    sampling: SamplingParams,
+    tokenizer: object,
+    stage: GRPOStage | MOPDStage,
+    objective: Objective,
+    *,
+    samples: int,
+    seed: int,
+    pool: RewardPool | None,
+    timer: StepTimer,
+) -> list[list[Episode]]:
+    """`sample_groups` for an environment stage: each rollout an episode of several turns
+    (`curation.environments.runner`), scored on its final answer as its group completes."""
+    runner = objective.episodes
+    starts, where = [], []
+    for slot, (draw, prompt) in enumerate(mine):
+        mode = thinking_mode(draw, stage.thinking_fraction)
+        row = {"messages": [{"role": m.role, "content": m.content} for m in prompt.messages]}
+        for sample in range(samples):
+            starts.append(
+                EpisodeStart(
+                    len(starts), {**prompt.columns, **row}, mode, rollout_seed(seed, draw, sample)
+                )
+            )  # type: ignore[arg-type]
+            where.append((slot, sample))
+    groups: list[list[Episode | None]] = [[None] * samples for _ in mine]
+    left = [samples] * len(mine)
+    futures = []
+    runner.times = RunnerTimes()
+    with timer("rollout_s"):
+        for agent in runner.run(rollout, starts, sampling, tokenizer):
+            slot, sample = where[agent.key]
+            draw, prompt = mine[slot]
+            groups[slot][sample] = Episode(
+                draw=draw,
+                sample=sample,
+                prompt_uid=prompt.uid,
+                mode=starts[agent.key].mode,
+                prompt_ids=agent.prompt_ids,
+                response_ids=agent.response_ids,
+                rollout_logprobs=agent.logprobs,
+                finish_reason=agent.finish_reason,
+                domain=objective.domain(prompt),
+                response_text=agent.transcript.final,
+                response_mask=agent.response_mask,
+                transcript=agent.transcript,
+            )
+            left[slot] -= 1
+            if left[slot] == 0 and pool is not None:
+                futures.append(pool.submit(prompt, groups[slot]))  # type: ignore[arg-type]
+    timer.seconds["tool_wait_s"] = timer.seconds.get("tool_wait_s", 0.0) + runner.times.tool_wait_s
+    timer.seconds["tool_call_s"] = timer.seconds.get("tool_call_s", 0.0) + runner.times.tool_call_s
+    with timer("reward_wait_s"):
+        for future in futures:
+            future.result()
+    return groups  # type: ignore[return-value]
+
+
+def agentic_summary(episodes: list[Episode]) -> dict:
+    """Turns, calls, errors and end reasons of a batch's episodes (empty for one-turn stages)."""
+    transcripts = [e.transcript for e in episodes if e.transcript is not None]
+    return episode_stats(transcripts) if transcripts else {}
 
 
 def sync_weights(rollout: RolloutEngine, engine: object, stage: GRPOStage | MOPDStage) -> None:
@@ -423,7 +509,7 @@ def update(
     per_rank = len(chunks) // world
     trained = [e for e in episodes if e.trained]
     normalizer = (
-        sum(len(e.response_ids) for e in trained) if objective.level == "token" else len(trained)
+        sum(e.model_tokens for e in trained) if objective.level == "token" else len(trained)
     ) or 1
     temperature = stage.temperature
     sums = {"loss": 0.0, "logprob_gap": 0.0, "response_tokens": 0.0}
@@ -448,7 +534,7 @@ def update(
         values = torch.tensor(list(sums.values()), dtype=torch.float64, device=device)
         torch.distributed.all_reduce(values)
         sums = dict(zip(sums, values.tolist(), strict=True))
-    n_trained_tokens = max(1, sum(len(e.response_ids) for e in trained))
+    n_trained_tokens = max(1, sum(e.model_tokens for e in trained))
     return {
         "loss": sums["loss"] / normalizer,
         "logprob_gap": sums["logprob_gap"] / max(1.0, sums["response_tokens"]),
@@ -496,10 +582,12 @@ def evaluate(
     )
     scored = [(e.reward, e.solved) for group in groups for e in group]
     decided = [r for r, _ in scored if r is not None]
+    episodes = agentic_summary([e for group in groups for e in group])
     return {
         "eval_reward_mean": sum(decided) / len(decided) if decided else None,
         "eval_pass_rate": sum(s for _, s in scored) / len(scored),
         "eval_samples": len(scored),
+        **{f"eval_{name}": value for name, value in episodes.items()},
     }
 
 

@@ -21,7 +21,7 @@ class PackedEpisodes:
     input_ids: torch.Tensor  # [1, T]
     position_ids: torch.Tensor  # [1, T]
     labels: torch.Tensor  # [1, T], the next token at response positions, else IGNORE_INDEX
-    response: torch.Tensor  # [1, T] bool: the position predicts a response token
+    response: torch.Tensor  # [1, T] bool: the position predicts a token the model sampled
     trained: torch.Tensor  # [1, T] bool: ... of an episode that is trained on
     advantage: torch.Tensor  # [1, T]
     length: torch.Tensor  # [1, T] the response length of the position's episode
@@ -31,19 +31,22 @@ class PackedEpisodes:
 
 def pack_episodes(episodes: list[Episode], device: torch.device) -> PackedEpisodes:
     """Position t predicts token t+1: a response of R tokens after a prompt of P tokens is
-    predicted at positions P-1 .. P+R-2 of its sequence."""
+    predicted at positions P-1 .. P+R-2 of its sequence. Of an agentic episode, only the
+    tokens the model sampled are targets (`Episode.response_mask`); `length` counts those."""
     cols: dict[str, list] = {k: [] for k in PackedEpisodes.__dataclass_fields__}
     for i, e in enumerate(episodes):
         n_prompt, n_resp = len(e.prompt_ids), len(e.response_ids)
         n = n_prompt + n_resp
-        at_response = [False] * (n_prompt - 1) + [True] * n_resp + [False]
+        sampled = e.response_mask if e.response_mask is not None else [True] * n_resp
+        at_response = [False] * (n_prompt - 1) + list(sampled) + [False]
+        targets = [t if m else IGNORE_INDEX for t, m in zip(e.response_ids, sampled, strict=True)]
         cols["input_ids"] += e.prompt_ids + e.response_ids
         cols["position_ids"] += range(n)
-        cols["labels"] += [IGNORE_INDEX] * (n_prompt - 1) + e.response_ids + [IGNORE_INDEX]
+        cols["labels"] += [IGNORE_INDEX] * (n_prompt - 1) + targets + [IGNORE_INDEX]
         cols["response"] += at_response
         cols["trained"] += [r and e.trained for r in at_response]
         cols["advantage"] += [e.advantage] * n
-        cols["length"] += [n_resp] * n
+        cols["length"] += [e.model_tokens] * n
         cols["rollout_logp"] += [0.0] * (n_prompt - 1) + e.rollout_logprobs + [0.0]
         cols["episode"] += [i] * n
     dtypes = {"response": torch.bool, "trained": torch.bool, "advantage": torch.float32}

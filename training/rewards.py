@@ -76,7 +76,7 @@ class StageRewards:
         """Fill `reward` and `code_switched` of a group's episodes (thread-safe)."""
         chat = [{"role": m.role, "content": m.content} for m in prompt.messages]
         prompts = [chat] * len(episodes)
-        completions = [e.response_text for e in episodes]
+        completions = [e.completion for e in episodes]
         columns = {k: [v] * len(episodes) for k, v in prompt.columns.items()}
         rewards = list(self.function(prompts, completions, **columns))
         if len(rewards) != len(episodes):

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import torch
 
+from curation.environments import environment_named
+from curation.environments.runner import EpisodeRunner
 from curation.verify.reward_model_score import RewardModel
 from curation.verify.rewards import RewardFn, reward_named
-from schemas.training_manifest import GRPOStage
+from schemas.environment import EpisodeLimits
+from schemas.training_manifest import EpisodeSpec, GRPOStage
 from training.episode import Episode, group_advantages
 from training.objectives.objective import MicroBatch, frozen
 from training.packed_episodes import packed_logits
@@ -50,6 +53,7 @@ class GRPOObjective:
         self.pool = pool
         self.judge = pool
         self.reference = reference
+        self.episodes = episode_runner(stage)
 
     def epoch_filter(self) -> EpochFilter | None:
         stage = self.stage
@@ -122,6 +126,16 @@ class GRPOObjective:
     def close(self) -> None:
         for pool in {id(p): p for p in (self.pool, self.judge) if p is not None}.values():
             pool.close()
+
+
+def episode_runner(stage: GRPOStage) -> EpisodeRunner | None:
+    """The runner of an environment stage's episodes under its limits (None: one turn).
+    The stage's reward scores each episode's final answer (`StageRewards`)."""
+    if stage.environment is None:
+        return None
+    spec = stage.episode or EpisodeSpec()
+    limits = EpisodeLimits(**spec.model_dump())
+    return EpisodeRunner(environment_named(stage.environment), limits)
 
 
 def signal_watch(stage: GRPOStage, reward_fn: RewardFn | None) -> SignalWatch:

@@ -33,6 +33,7 @@ class MOPDObjective:
     judge = None
     evaluation = None
     watch = None
+    episodes = None
 
     def __init__(self, stage: MOPDStage, teachers: dict[str, torch.nn.Module] | None = None):
         self.stage = stage

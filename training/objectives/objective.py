@@ -15,6 +15,7 @@ from typing import Protocol
 
 import torch
 
+from curation.environments.runner import EpisodeRunner
 from schemas.training_manifest import EvalSpec
 from training.episode import Episode
 from training.packed_episodes import PackedEpisodes
@@ -53,6 +54,7 @@ class Objective(Protocol):
     judge: RewardPool | None  # scores held-out prompts (None: no evaluation)
     evaluation: EvalSpec | None
     watch: SignalWatch | None  # fails a stage whose rewards carry no gradient
+    episodes: EpisodeRunner | None  # an environment stage's multi-turn episodes (None: one turn)
 
     def epoch_filter(self) -> EpochFilter | None:
         """Epoch-level dynamic filtering of the prompt stream, if the stage asks for it."""

@@ -1,0 +1,167 @@
+"""The toy agentic world: products of two 3-digit numbers, which a tiny model cannot compute
+but can get from the `python` tool.
+
+A teacher trajectory (`tool_trajectory`) calls `python` with `print(A * B)`, reads the tool's
+output and answers `\\boxed{product}`: the model must learn to copy the operands into a call
+and the tool's output into its answer. `toy_agentic_manifest` trains a tiny model on such
+trajectories (SFT, loss on the model's turns only), then runs GRPO with the `python`
+environment on other products and scores held-out ones at every evaluation; a
+shuffled-reward control (`cascade train --control shuffled-rewards`) is the baseline the
+learning is measured against (bench/toy_agentic.py).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+from builders.worlds.toy_world import write_jsonl
+from curation.environments.python import PYTHON_TOOL
+
+
+def product_tasks(n: int, seed: int, exclude: set[str] = frozenset()) -> list[dict]:
+    """`n` distinct tasks `What is A * B?` (A, B in 100..999), none of `exclude`'s uids."""
+    rng = random.Random(seed)
+    rows: list[dict] = []
+    seen = set(exclude)
+    while len(rows) < n:
+        a, b = rng.randint(100, 999), rng.randint(100, 999)
+        uid = f"mul:{a}x{b}"
+        if uid in seen:
+            continue
+        seen.add(uid)
+        rows.append({"uid": uid, "problem": f"What is {a} * {b}?", "answer": str(a * b)})
+    return rows
+
+
+def tool_trajectory(row: dict) -> dict:
+    """The teacher's episode for a task: one python call, its output, the boxed answer."""
+    a, b = row["uid"].removeprefix("mul:").split("x")
+    call = {"name": "python", "arguments": {"code": f"print({a} * {b})"}}
+    return {
+        "uid": row["uid"],
+        "messages": [
+            {"role": "user", "content": row["problem"]},
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "content": f"{int(a) * int(b)}\n"},
+            {"role": "assistant", "content": f"\\boxed{{{row['answer']}}}"},
+        ],
+        "tools": [PYTHON_TOOL],
+    }
+
+
+def write_toy_agentic_files(
+    data: Path, seed: int = 0, sft: int = 400, rl: int = 400, held_out: int = 64
+) -> dict[str, str]:
+    """sft.jsonl (trajectories), rl.jsonl and eval.jsonl (tasks), disjoint; their sha256."""
+    evaluation = product_tasks(held_out, seed + 2)
+    taken = {r["uid"] for r in evaluation}
+    rl_rows = product_tasks(rl, seed + 1, taken)
+    taken |= {r["uid"] for r in rl_rows}
+    sft_rows = [tool_trajectory(r) for r in product_tasks(sft, seed, taken)]
+    return {
+        "sft": write_jsonl(data / "sft.jsonl", sft_rows),
+        "rl": write_jsonl(data / "rl.jsonl", rl_rows),
+        "eval": write_jsonl(data / "eval.jsonl", evaluation),
+    }
+
+
+def toy_agentic_manifest(
+    out: Path,
+    *,
+    seed: int = 0,
+    sft_steps: int = 150,
+    grpo_steps: int = 20,
+    prompts_per_step: int = 8,
+    rollouts_per_prompt: int = 8,
+    held_out: int = 64,
+    hidden_size: int = 64,
+    layers: int = 2,
+    sft_learning_rate: float = 3e-3,
+    sft_rows: int = 4000,
+) -> Path:
+    """Data and a training manifest (SFT on trajectories -> GRPO in the python environment)
+    under `out`; returns the manifest's path."""
+    data = out / "data"
+    digests = write_toy_agentic_files(data, seed, sft=sft_rows, held_out=held_out)
+    prompt = {"prompt_column": "problem"}
+    spec = {
+        "name": "toy_agentic",
+        "base_model": "tiny-random:qwen2",
+        "model_overrides": {
+            "hidden_size": hidden_size,
+            "intermediate_size": 2 * hidden_size,
+            "num_hidden_layers": layers,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "max_position_embeddings": 512,
+        },
+        "tokenizer": "in-process-bpe:400",
+        "attn_implementation": "sdpa",
+        "output_dir": str(out / "run"),
+        "stages": [
+            {
+                "name": "sft",
+                "type": "sft",
+                "datasets": [
+                    {
+                        "ref": str(data / "sft.jsonl"),
+                        "content_hash": digests["sft"],
+                        "mode": "no_think",
+                    }
+                ],
+                "max_seq_len": 512,
+                "max_steps": sft_steps,
+                "optimizer": {
+                    "learning_rate": sft_learning_rate,
+                    "schedule": "cosine",
+                    "warmup_steps": 10,
+                },
+                "batch": {"global_batch_size": 8, "micro_batch_size": 8},
+                "deepspeed": {"zero_stage": 0, "bf16": False, "gradient_clipping": 1.0},
+                "gradient_checkpointing": False,
+                "checkpoint_every_steps": sft_steps,
+                "keep_checkpoints": 1,
+                "seed": seed,
+            },
+            {
+                "name": "grpo_python",
+                "type": "grpo",
+                "datasets": [
+                    {"ref": str(data / "rl.jsonl"), "content_hash": digests["rl"], **prompt}
+                ],
+                "environment": "python",
+                "episode": {"max_turns": 3, "max_total_tokens": 480, "tool_timeout_s": 5.0},
+                "reward": "math_verifier",
+                "thinking_fraction": 0.0,
+                "max_steps": grpo_steps,
+                "temperature": 1.0,
+                "max_response_len": 40,
+                "overlong_filtering": False,
+                "batch": {
+                    "prompts_per_step": prompts_per_step,
+                    "rollouts_per_prompt": rollouts_per_prompt,
+                    "micro_batch_size": 16,
+                },
+                "optimizer": {"learning_rate": 1e-3, "warmup_steps": 1},
+                "deepspeed": {"zero_stage": 0, "bf16": False, "gradient_clipping": 1.0},
+                "gradient_checkpointing": False,
+                "rollout": {"engine": "hf", "batch_size": 32},
+                "checkpoint_every_steps": grpo_steps,
+                "keep_checkpoints": 1,
+                "seed": seed + 1,
+                "evaluation": {
+                    "dataset": {
+                        "ref": str(data / "eval.jsonl"),
+                        "content_hash": digests["eval"],
+                        **prompt,
+                    },
+                    "every_steps": max(1, grpo_steps // 4),
+                },
+            },
+        ],
+    }
+    path = out / "toy_agentic.json"
+    path.write_text(json.dumps(spec, indent=2))
+    return path
