@@ -92,6 +92,17 @@ def tool_name(schema: dict) -> str | None:
     return name if isinstance(name, str) and name else None
 
 
+def function_tool(
+    name: str, description: str, properties: dict[str, Any], required: Sequence[str] = ()
+) -> dict[str, Any]:
+    """A tool's JSON schema in the OpenAI function form environments offer."""
+    parameters = {"type": "object", "properties": properties, "required": list(required)}
+    return {
+        "type": "function",
+        "function": {"name": name, "description": description, "parameters": parameters},
+    }
+
+
 def parse_tools(raw: object) -> tuple[dict, ...]:
     """Tool schemas from a list (or its JSON text); None or empty means no tools."""
     if raw is None:

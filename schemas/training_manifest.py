@@ -489,6 +489,7 @@ class GRPOStage(_RLStageBase):
         "code_tests",
         "swe_patch_similarity",
         "swe_patch_judge",
+        "swe_tests",
         "workplace_state",
     ]
     reward_model: str | None = Field(
@@ -537,10 +538,11 @@ class GRPOStage(_RLStageBase):
         "cannot decide); 0 = never, for a plumbing check that expects no signal",
     )
     evaluation: EvalSpec | None = None
-    environment: Literal["python", "workplace"] | None = Field(
+    environment: Literal["python", "workplace", "swe"] | None = Field(
         None,
         description="agentic episodes: the model may call this environment's tools over several"
-        " turns (python: code run in the sandbox; workplace: people, calendar, mail); `reward`"
+        " turns (python: code run in the sandbox; workplace: people, calendar, mail; swe: a"
+        " repository to view, edit and test); `reward`"
         " scores the episode (workplace_state: the state its calls leave). The names"
         " are curation.environments.ENVIRONMENTS' (tests/test_reward_registry.py ties them)",
     )

@@ -511,15 +511,19 @@ def test_a_killed_episode_run_resumes_without_paying_twice_for_finished_episodes
         )
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and proc.poll() is None:
-            lake = Lake(lake_dir) if lake_dir.exists() else None
-            if lake is not None and lake.has("episodes") and lake.read("episodes").num_rows == 3:
-                break
+            try:  # read only: never create the catalog the run is creating
+                lake = Lake(lake_dir, create=False, read_only=True)
+                if lake.has("episodes") and lake.read("episodes").num_rows == 3:
+                    break
+            except Exception:  # not there yet
+                pass
             time.sleep(0.5)
         proc.send_signal(signal.SIGKILL)
         output = proc.communicate()[0].decode(errors="replace")
         release.set()
         paid = server.requests_for("teacher")
-    assert Lake(lake_dir).read("episodes").num_rows == 3, output
+    lake = Lake(lake_dir)
+    assert lake.has("episodes") and lake.read("episodes").num_rows == 3, output
 
     with ScriptedServer({"teacher": scripted_teacher}) as server:
         done = subprocess.run(
@@ -657,3 +661,123 @@ def replace_calls(transcript, keep: int):
     return Transcript(
         messages, transcript.tools, "answered", opening_turns=transcript.opening_turns
     )
+
+
+# ------------------------------------------------------------------ the swe environment ---
+
+REPO = {
+    "pkg/__init__.py": "",
+    "pkg/double.py": 'def double(x):\n    """Return twice x."""\n    return x + 1\n',
+    "pkg/square.py": 'def square(x):\n    """Return x squared."""\n    return x * x\n',
+    "README.md": "# toy\n",
+}
+TESTS = {
+    "tests/test_double.py": "from pkg.double import double\n\ndef test_double():\n    assert double(3) == 6\n    assert double(5) == 10\n",
+    "tests/test_square.py": "from pkg.square import square\n\ndef test_square():\n    assert square(4) == 16\n",
+}
+SWE_ROW = {
+    "problem_statement": "`double(3)` returns 4 but it should return 6.",
+    "repo_files": json.dumps(REPO),
+    "test_files": json.dumps(TESTS),
+    "FAIL_TO_PASS": ["tests/test_double.py::test_double"],
+    "PASS_TO_PASS": ["tests/test_square.py::test_square"],
+}
+FIX = call("edit_file", path="pkg/double.py", old="return x + 1", new="return 2 * x")
+
+
+@pytest.mark.parametrize(
+    ("name", "script", "reward"),
+    [
+        (
+            "fixes it",
+            [
+                call("search", text="def double"),
+                call("view_file", path="pkg/double.py"),
+                FIX,
+                call("run_tests"),
+                "Done.",
+            ],
+            1.0,
+        ),
+        ("does nothing", ["It looks fine to me."], 0.0),
+        (
+            "edits the test instead",
+            [
+                call(
+                    "edit_file",
+                    path="tests/test_double.py",
+                    old="assert double(3) == 6",
+                    new="assert True",
+                ),
+                "Done.",
+            ],
+            0.0,
+        ),
+        (
+            "breaks the other function",
+            [FIX, call("edit_file", path="pkg/square.py", old="x * x", new="x + x"), "Done."],
+            0.0,
+        ),
+        (
+            "fakes equality",
+            [
+                call(
+                    "edit_file",
+                    path="pkg/double.py",
+                    old="    return x + 1",
+                    new="    class A:\n        def __eq__(self, o):\n            return True\n    return A()",
+                ),
+                "Done.",
+            ],
+            0.0,
+        ),
+    ],
+)
+def test_the_swe_environment_rewards_only_a_real_fix(
+    tokenizer, sandbox, name, script, reward
+) -> None:
+    from curation.environments.swe import SweEnvironment
+
+    env = SweEnvironment(sandbox=sandbox)
+    start = EpisodeStart(0, SWE_ROW, "no_think", 0)
+    policy = ScriptedPolicy(tokenizer, {0: script})
+    limits = EpisodeLimits(max_turns=8, max_total_tokens=20000, tool_timeout_s=5)
+    (episode,) = EpisodeRunner(env, limits).run(
+        policy, [start], sampling(tokenizer, 400), tokenizer
+    )
+    t = episode.transcript
+    assert t.end_reason == "answered" and t.tool_errors == 0, t.messages
+    if name == "fixes it":
+        tools = [m["content"] for m in t.messages if m["role"] == "tool"]
+        assert tools[0] == "pkg/double.py:1: def double(x):"
+        assert "   3     return x + 1" in tools[1]
+        assert (
+            tools[3]
+            == "tests/test_double.py::test_double: passed\ntests/test_square.py::test_square: passed"
+        )
+    [scored] = env.score([SWE_ROW], [t])
+    assert scored.reward == reward, scored.evidence
+
+
+def test_swe_tool_errors_are_error_turns(tokenizer, sandbox) -> None:
+    from curation.environments.swe import SweEnvironment
+
+    script = [
+        call("view_file", path="nope.py"),
+        call("edit_file", path="pkg/double.py", old="x", new="y"),
+        call("run_tests", tests=["tests/test_double.py::missing"]),
+        "Done.",
+    ]
+    policy = ScriptedPolicy(tokenizer, {0: script})
+    limits = EpisodeLimits(max_turns=8, max_total_tokens=20000)
+    (episode,) = EpisodeRunner(SweEnvironment(sandbox=sandbox), limits).run(
+        policy, [EpisodeStart(0, SWE_ROW, "no_think", 0)], sampling(tokenizer, 400), tokenizer
+    )
+    tools = [m["content"] for m in episode.transcript.messages if m["role"] == "tool"]
+    assert tools[0] == "error: no file 'nope.py'; list_files shows the repository"
+    assert tools[1].startswith("error: `old` occurs 3 times in pkg/double.py")
+    assert (
+        tools[2]
+        == "tests/test_double.py::missing: FAILED no test function missing in tests/test_double.py"
+    )
+    assert episode.transcript.tool_errors == 2

@@ -80,6 +80,7 @@ def toy_agentic_manifest(
     layers: int = 2,
     sft_learning_rate: float = 3e-3,
     sft_rows: int = 4000,
+    grpo_learning_rate: float = 1e-4,
 ) -> Path:
     """Data and a training manifest (SFT on trajectories -> GRPO in the python environment)
     under `out`; returns the manifest's path."""
@@ -144,7 +145,7 @@ def toy_agentic_manifest(
                     "rollouts_per_prompt": rollouts_per_prompt,
                     "micro_batch_size": 16,
                 },
-                "optimizer": {"learning_rate": 1e-3, "warmup_steps": 1},
+                "optimizer": {"learning_rate": grpo_learning_rate, "warmup_steps": 1},
                 "deepspeed": {"zero_stage": 0, "bf16": False, "gradient_clipping": 1.0},
                 "gradient_checkpointing": False,
                 "rollout": {"engine": "hf", "batch_size": 32},

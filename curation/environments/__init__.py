@@ -7,6 +7,8 @@
 |             |                                | (math_verifier unless told another)            |
 | `workplace` | people, calendar and mail      | workplace_state: the episode's calls, replayed, |
 |             | (find_user, create_event, ...) | reach the goal's state                          |
+| `swe`       | list/view/search/edit files,   | swe_tests: the replayed edits pass the issue's  |
+|             | run_tests (in the sandbox)     | FAIL_TO_PASS and PASS_TO_PASS tests             |
 
 The contract is `schemas.environment`; `curation.environments.runner` drives episodes through
 any generator (a rollout engine or a teacher backend).
@@ -19,6 +21,7 @@ from typing import Any
 
 from curation.environments.answer import RewardEnvironment
 from curation.environments.python import PythonEnvironment
+from curation.environments.swe import SweEnvironment
 from curation.environments.workplace import WorkplaceEnvironment
 from curation.verify.rewards import REWARDS, Reward
 from schemas.environment import Environment
@@ -26,6 +29,7 @@ from schemas.environment import Environment
 ENVIRONMENTS: dict[str, Callable[..., Environment]] = {
     "python": PythonEnvironment,
     "workplace": WorkplaceEnvironment,
+    "swe": SweEnvironment,
 }
 """Environments with tools, by name: a factory taking the reward kind that scores the final
 answer (`reward=`, None for the environment's default) and that kind's clients."""

@@ -23,6 +23,8 @@ table has a `verifier`: the short name `cascade verify --kind` and
 |                            |                    | else the changed-line similarity                |
 | `swe_patch_judge`          | as above, plus problem_statement | as above for 1, 0 and -1; otherwise |
 |                            |                    | P("YES") of the stage's `patch_judge`           |
+| `swe_tests`                | repo_files, test_files, FAIL_TO_PASS, PASS_TO_PASS | 1 if the |
+|                            |                    | episode's edits pass every issue test, else 0   |
 | `workplace_state`          | workplace          | 1 if the episode's calls, replayed, leave the   |
 |                            |                    | workplace in its goal's state, else 0           |
 | `reward_model`             | (none)             | the RM's score of the text after `</think>`     |
@@ -57,6 +59,7 @@ from curation.verify.patch_judge import patch_judge_reward
 from curation.verify.result import Verdict
 from curation.verify.reward_model_score import if_verifier_with_reward_model, reward_model_score
 from curation.verify.swe import swe_reward
+from curation.verify.swe_tests import SWE_COLUMNS, swe_tests_reward
 from curation.verify.workplace import workplace_reward
 
 RewardFn = Callable[..., list[float | None]]
@@ -199,6 +202,13 @@ REWARDS: dict[str, Reward] = {
             ("patch", "problem_statement", "context_files", "context_contents"),
             "in [-1, 1]: as swe_patch_similarity for 1, 0 and -1, else the judge's P(YES)",
             clients=("patch_judge",),
+        ),
+        Reward(
+            "swe_tests",
+            swe_tests_reward,
+            ("repo_files", *SWE_COLUMNS[1:]),
+            "binary: 1 if the episode's edits, replayed on the base commit, pass every "
+            "FAIL_TO_PASS and PASS_TO_PASS test in the sandbox, else 0",
         ),
         Reward(
             "workplace_state",

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from curation.verify.result import Verdict
+from schemas.tool_calls import function_tool
 
 FIRST = ("Ada", "Bo", "Chen", "Dara", "Eli", "Fay", "Gus", "Hana", "Ivo", "Jun", "Kai", "Lea")
 LAST = ("Park", "Quist", "Rossi", "Sato", "Tran", "Ueda", "Voss", "Wong", "Xu", "Yates")
@@ -35,34 +36,23 @@ class WorkplaceError(ValueError):
     """A tool call the world refuses (unknown person, bad date, no such event)."""
 
 
-def _tool(name: str, description: str, properties: dict, required: Sequence[str]) -> dict:
-    return {
-        "type": "function",
-        "function": {
-            "name": name,
-            "description": description,
-            "parameters": {"type": "object", "properties": properties, "required": list(required)},
-        },
-    }
-
-
 _S = {"type": "string"}
 WORKPLACE_TOOLS = (
-    _tool("find_user", "People whose name contains `name`.", {"name": _S}, ["name"]),
-    _tool("list_events", "Meetings on a date (YYYY-MM-DD).", {"date": _S}, ["date"]),
-    _tool(
+    function_tool("find_user", "People whose name contains `name`.", {"name": _S}, ["name"]),
+    function_tool("list_events", "Meetings on a date (YYYY-MM-DD).", {"date": _S}, ["date"]),
+    function_tool(
         "create_event",
         "Create a meeting; attendees are email addresses.",
         {"title": _S, "date": _S, "attendees": {"type": "array", "items": _S}},
         ["title", "date", "attendees"],
     ),
-    _tool(
+    function_tool(
         "cancel_event",
         "Cancel a meeting by its id.",
         {"event_id": {"type": "integer"}},
         ["event_id"],
     ),
-    _tool(
+    function_tool(
         "send_email",
         "Send an email to one address.",
         {"to": _S, "subject": _S, "body": _S},
