@@ -18,6 +18,7 @@ from pathlib import Path
 
 from builders.worlds.toy_world import write_jsonl
 from curation.environments.python import PYTHON_TOOL
+from curation.verify.workplace import workplace_task
 
 
 def product_tasks(n: int, seed: int, exclude: set[str] = frozenset()) -> list[dict]:
@@ -166,3 +167,61 @@ def toy_agentic_manifest(
     path = out / "toy_agentic.json"
     path.write_text(json.dumps(spec, indent=2))
     return path
+
+
+OPERATIONS = {
+    "double": ("twice x", "2 * x"),
+    "triple": ("three times x", "3 * x"),
+    "square": ("x squared", "x * x"),
+    "negate": ("minus x", "-x"),
+    "increment": ("x plus one", "x + 1"),
+    "halve": ("x divided by two", "x / 2"),
+}
+SLIPS = ("x + 2", "x * 2 + 1", "x - 1", "x ** 3", "2 + x * x", "x")
+
+
+def swe_tasks(n: int, seed: int) -> list[dict]:
+    """`n` repositories of three one-function modules, one with a wrong expression, with a
+    test file per module: swe rows (`problem_statement`, `repo_files`, `test_files`,
+    FAIL_TO_PASS: the broken function's test, PASS_TO_PASS: the others')."""
+    rng = random.Random(f"toy_swe_env:{seed}")
+    rows = []
+    for i in range(n):
+        names = rng.sample(sorted(OPERATIONS), 3)
+        broken = rng.choice(names)
+        wrong = rng.choice([e for e in SLIPS if e != OPERATIONS[broken][1]])
+        files, tests = {"pkg/__init__.py": ""}, {}
+        for name in names:
+            words, expression = OPERATIONS[name]
+            body = wrong if name == broken else expression
+            files[f"pkg/{name}.py"] = (
+                f'def {name}(x):\n    """Return {words}."""\n    return {body}\n'
+            )
+            checks = "".join(
+                f"    assert {name}({x}) == {eval(expression, {'x': x})!r}\n" for x in (2, 5)
+            )
+            tests[f"tests/test_{name}.py"] = (
+                f"from pkg.{name} import {name}\n\n\ndef test_{name}():\n{checks}"
+            )
+        x = next(
+            x
+            for x in rng.sample(range(2, 10), 8)
+            if eval(wrong, {"x": x}) != eval(OPERATIONS[broken][1], {"x": x})
+        )
+        right, got = eval(OPERATIONS[broken][1], {"x": x}), eval(wrong, {"x": x})
+        rows.append(
+            {
+                "uid": f"toy_swe:{seed}:{i}",
+                "problem_statement": f"`{broken}({x})` returns {got!r} but it should return {right!r}.",
+                "repo_files": json.dumps(files),
+                "test_files": json.dumps(tests),
+                "FAIL_TO_PASS": [f"tests/test_{broken}.py::test_{broken}"],
+                "PASS_TO_PASS": [f"tests/test_{o}.py::test_{o}" for o in names if o != broken],
+            }
+        )
+    return rows
+
+
+def workplace_tasks(n: int, seed: int) -> list[dict]:
+    """`n` workplace tasks (prompt and `workplace` JSON), seeds from `seed` on."""
+    return [workplace_task(seed * 100_000 + i) for i in range(n)]

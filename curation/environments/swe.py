@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from curation.environments.answer import AnswerScoring
+from curation.environments.answer import AnswerScoring, opening_messages
 from curation.verify.rewards import Reward, reward_named
 from curation.verify.sandbox import Sandbox, default_sandbox
 from curation.verify.swe_tests import SWE_COLUMNS, as_json, edited, run_tests, tests_verdict
@@ -157,13 +157,13 @@ class SweEnvironment(AnswerScoring):
         tests = dict(as_json(row["test_files"]))
         issue_tests = [*as_json(row["FAIL_TO_PASS"]), *as_json(row["PASS_TO_PASS"])]
         files = {**self.base_files(row), **tests}
-        opening = Opening(
-            (
-                {"role": "system", "content": SYSTEM},
-                {"role": "user", "content": row["problem_statement"]},
-            ),
-            SWE_TOOLS,
-        )
+        if row.get("messages") is not None or isinstance(row.get("prompt"), str):
+            chat = opening_messages(row)  # the issue as the dataset's prompt gives it
+        else:
+            chat = ({"role": "user", "content": row["problem_statement"]},)
+        if chat[0]["role"] != "system":
+            chat = ({"role": "system", "content": SYSTEM}, *chat)
+        opening = Opening(chat, SWE_TOOLS)
         return opening, SweSession(files, tests, issue_tests, self._sandbox or default_sandbox())
 
     def score(
