@@ -134,7 +134,12 @@ def episode_runner(stage: GRPOStage) -> EpisodeRunner | None:
     if stage.environment is None:
         return None
     spec = stage.episode or EpisodeSpec()
-    limits = EpisodeLimits(**spec.model_dump())
+    limits = EpisodeLimits(
+        max_turns=spec.max_turns,
+        max_total_tokens=spec.max_total_tokens,
+        tool_timeout_s=spec.tool_timeout_s,
+        max_tool_output_chars=spec.max_tool_output_chars,
+    )
     return EpisodeRunner(environment_named(stage.environment), limits)
 
 
