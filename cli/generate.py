@@ -145,6 +145,12 @@ def generate_command(
     tool_timeout: float = typer.Option(
         10.0, "--tool-timeout", help="--env: wall seconds per tool call."
     ),
+    tool_format: str = typer.Option(
+        "text",
+        "--tool-format",
+        help="--env: text (tools in the system prompt, calls read from the reply) or native "
+        "(openai: the request's `tools`, for a server with a tool-call parser).",
+    ),
     json_: bool = typer.Option(False, "--json", help="Print the report as one JSON line."),
     progress: bool = typer.Option(True, "--progress/--no-progress"),
     executor: str = EXECUTOR_OPTION,
@@ -183,6 +189,10 @@ def generate_command(
         sampling = SamplingParams(max_new_tokens, temperature, top_p, top_k)
         lake = open_lake(write=True)
         if env is not None:
+            if tool_format not in ("text", "native"):
+                raise CascadeError(f"--tool-format must be text or native, got {tool_format!r}")
+            if tool_format == "native" and backend != "openai":
+                raise CascadeError("--tool-format native needs --backend openai")
             limits = EpisodeLimits(max_turns, max_total_tokens, tool_timeout)
             rows, parents = load_rows(
                 lake, input_, id_field=id_field, prompt_field=prompt_field, system=system
@@ -200,6 +210,7 @@ def generate_command(
                 sampling=sampling,
                 limits=limits,
                 seed=seed,
+                native_tools=tool_format == "native",
                 chunk_size=chunk_size,
                 flush_seconds=flush_seconds,
                 parents=parents,

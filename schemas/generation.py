@@ -85,7 +85,10 @@ class GenerationRequest:
     rendered to token ids (what the RL loop sends the rollout engines). A sample depends only
     on (weights, prompt, sampling, seed), never on which other requests share its batch, so it
     is cacheable and the same on one rank or eight. `key` is the caller's id for the result
-    (the teacher's cache fingerprint, the RL loop's request index).
+    (the teacher's cache fingerprint, the RL loop's request index). `tools`: JSON schemas sent
+    through a server's native tool-calling API (OpenAI `tools`; `messages` then in OpenAI's
+    form, calls with ids and tool results with `tool_call_id`); the server's calls come back
+    in the text convention of `schemas.tool_calls`, so a reader parses one form.
     """
 
     key: str | int
@@ -95,6 +98,7 @@ class GenerationRequest:
     seed: int
     template_kwargs: dict[str, Any] = field(default_factory=dict)
     prompt_ids: Sequence[int] | None = None
+    tools: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)

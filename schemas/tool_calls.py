@@ -176,3 +176,38 @@ def text_chat(turns: Sequence[dict[str, Any]], tools: Sequence[dict]) -> tuple[d
         else:
             chat.append({"role": turn["role"], "content": turn["content"]})
     return tuple(chat)
+
+
+def openai_chat(turns: Sequence[dict[str, Any]]) -> tuple[dict[str, Any], ...]:
+    """A conversation with tools in OpenAI's chat form, for a server's native tool-calling API
+    (the tools go in the request's `tools`): assistant calls as `tool_calls` with ids, each
+    tool result as a `tool` message answering its call's id, earlier reasoning left out."""
+    chat: list[dict[str, Any]] = []
+    pending: list[str] = []
+    for index, turn in enumerate(turns):
+        if turn["role"] == "assistant":
+            calls = [
+                call if isinstance(call, ToolCall) else tool_call_from(call)
+                for call in turn.get("tool_calls") or ()
+            ]
+            pending = [f"call_{index}_{i}" for i in range(len(calls))]
+            message: dict[str, Any] = {"role": "assistant", "content": turn["content"] or None}
+            if calls:
+                message["tool_calls"] = [
+                    {
+                        "id": i,
+                        "type": "function",
+                        "function": {"name": c.name, "arguments": c.arguments},
+                    }
+                    for i, c in zip(pending, calls, strict=True)
+                ]
+            chat.append(message)
+        elif turn["role"] == "tool" and pending:
+            chat.append(
+                {"role": "tool", "tool_call_id": pending.pop(0), "content": turn["content"]}
+            )
+        elif turn["role"] == "tool":  # answers no call (a malformed one): the user says so
+            chat.append({"role": "user", "content": turn["content"]})
+        else:
+            chat.append({"role": turn["role"], "content": turn["content"]})
+    return tuple(chat)

@@ -1,6 +1,8 @@
 """A scripted OpenAI-compatible chat server on 127.0.0.1 for exact tests.
 
-Each model is a function `(user text, sample index) -> reply text`; the sample index is the
+Each model is a function `(user text, sample index) -> reply text` (or, with a `reads_body`
+attribute, `(request body, sample index) -> {"content", "tool_calls"}`: a server with a native
+tool-call parser); the sample index is the
 request's `seed` minus the base seed the test uses (cascade asks for sample i with seed
 `seed + i`). So a test knows, per prompt and model, exactly which samples are right, and
 therefore every pass rate, majority answer and judge verdict.
@@ -64,15 +66,20 @@ class ScriptedServer:
                     return
                 user = [m["content"] for m in body["messages"] if m["role"] == "user"][-1]
                 index = int(body.get("seed", server.base_seed)) - server.base_seed
-                answer = reply(user, index)
+                if getattr(reply, "reads_body", False):  # a native tool-calling server
+                    answer = reply(body, index)
+                else:
+                    answer = reply(user, index)
+                calls = None
+                if isinstance(answer, dict):  # {"content": ..., "tool_calls": [...]}
+                    answer, calls = answer.get("content") or "", answer.get("tool_calls")
                 tokens = [answer] if isinstance(answer, str) else answer
                 text = "".join(t if isinstance(t, str) else next(iter(t)) for t in tokens)
                 words = len(text.split())
-                choice: dict = {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": text},
-                    "finish_reason": "stop",
-                }
+                message: dict = {"role": "assistant", "content": text or None}
+                if calls:
+                    message["tool_calls"] = calls
+                choice: dict = {"index": 0, "message": message, "finish_reason": "stop"}
                 if body.get("logprobs"):
                     top = int(body.get("top_logprobs") or 0)
                     choice["logprobs"] = {"content": token_logprobs(tokens, top)}

@@ -781,3 +781,63 @@ def test_swe_tool_errors_are_error_turns(tokenizer, sandbox) -> None:
         == "tests/test_double.py::missing: FAILED no test function missing in tests/test_double.py"
     )
     assert episode.transcript.tool_errors == 2
+
+
+def test_teacher_episodes_through_a_servers_native_tool_calling(tmp_path, sandbox) -> None:
+    from scripted_openai import ScriptedServer
+
+    from curation.environments.generate import generate_episodes_to_lake
+    from curation.generate.plan import Teacher
+    from lake.catalog import Lake
+
+    def native(body: dict, index: int) -> dict:
+        assert [t["function"]["name"] for t in body["tools"]] == ["python"]
+        last = body["messages"][-1]
+        if last["role"] == "tool":
+            ask = body["messages"][-2]["tool_calls"][0]
+            assert last["tool_call_id"] == ask["id"]
+            return {"content": f"\\boxed{{{last['content'].strip()}}}"}
+        code = {"code": "print(12 * 34)"}
+        return {
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": "x1",
+                    "type": "function",
+                    "function": {"name": "python", "arguments": json.dumps(code)},
+                }
+            ],
+        }
+
+    native.reads_body = True  # type: ignore[attr-defined]
+    with ScriptedServer({"teacher": native}) as server:
+        report = generate_episodes_to_lake(
+            Lake(tmp_path / "lake"),
+            [
+                (
+                    "t",
+                    {
+                        "messages": [{"role": "user", "content": "What is 12 * 34?"}],
+                        "answer": "408",
+                    },
+                )
+            ],
+            environment=PythonEnvironment(sandbox=sandbox),
+            output="episodes",
+            teacher=Teacher("teacher"),
+            backend="openai",
+            backend_options={"base_url": server.base_url},
+            modes=["no_think"],
+            k=1,
+            sampling=SamplingParams(256, 0.6, 0.95),
+            native_tools=True,
+            show_progress=False,
+        )
+        assert "<tools>" not in json.dumps(server.requests[0]["messages"])  # tools go in `tools`
+    assert (report.generated, report.passed) == (1, 1)
+    (row,) = Lake(tmp_path / "lake").read("episodes").to_pylist()
+    messages = json.loads(row["messages"])
+    assert messages[1]["tool_calls"] == [
+        {"name": "python", "arguments": {"code": "print(12 * 34)"}}
+    ]
+    assert messages[2] == {"role": "tool", "content": "408\n"}

@@ -69,6 +69,7 @@ def plan_episodes(
     sampling: SamplingParams,
     limits: EpisodeLimits,
     seed: int = 0,
+    native_tools: bool = False,
 ) -> list[EpisodeJob]:
     """Every (row, mode, sample) episode; a row is (prompt id, its columns with `messages`)."""
     if k < 1:
@@ -92,6 +93,7 @@ def plan_episodes(
                     "sampling": sampling.as_dict(),
                     "limits": limits.__dict__,
                     "seed": seed + index,
+                    **({"native_tools": True} if native_tools else {}),
                 }
                 encoded = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str)
                 key = xxhash.xxh3_128_hexdigest(encoded.encode())
@@ -149,6 +151,7 @@ def generate_episodes_to_lake(
     sampling: SamplingParams,
     limits: EpisodeLimits | None = None,
     seed: int = 0,
+    native_tools: bool = False,
     backend_options: dict[str, Any] | None = None,
     backend_factory: Callable[[str], Backend] | None = None,
     chunk_size: int = 64,
@@ -164,7 +167,15 @@ def generate_episodes_to_lake(
     env = environment_named(environment) if isinstance(environment, str) else environment
     limits = limits or EpisodeLimits()
     jobs = plan_episodes(
-        rows, env, teacher, modes=modes, k=k, sampling=sampling, limits=limits, seed=seed
+        rows,
+        env,
+        teacher,
+        modes=modes,
+        k=k,
+        sampling=sampling,
+        limits=limits,
+        seed=seed,
+        native_tools=native_tools,
     )
     done = cached_ids(lake, output, [j.id for j in jobs])
     pending = [j for j in jobs if j.id not in done]
@@ -180,6 +191,7 @@ def generate_episodes_to_lake(
         "backend": backend,
         "sampling": sampling.as_dict(),
         "limits": limits.__dict__,
+        "tool_format": "native" if native_tools else "text",
     }
     factory = backend_factory or (
         lambda model: make_backend(backend, model, **(backend_options or {}))
@@ -224,7 +236,7 @@ def generate_episodes_to_lake(
             starts = [EpisodeStart(i, {**j.row}, j.mode, j.seed) for i, j in enumerate(model_jobs)]
             try:
                 for episode in EpisodeRunner(env, limits).run(
-                    engine, starts, sampling, teacher=teacher
+                    engine, starts, sampling, teacher=teacher, native_tools=native_tools
                 ):
                     job = model_jobs[int(episode.key)]
                     row = episode_row(job, episode, env, engine.name, teacher, sampling)

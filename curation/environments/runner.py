@@ -55,7 +55,14 @@ from schemas.generation import (
     RequestFeed,
     SamplingParams,
 )
-from schemas.tool_calls import ToolCall, ToolCallError, split_tool_calls, text_chat, tool_name
+from schemas.tool_calls import (
+    ToolCall,
+    ToolCallError,
+    openai_chat,
+    split_tool_calls,
+    text_chat,
+    tool_name,
+)
 
 
 @dataclass(frozen=True)
@@ -144,6 +151,7 @@ class EpisodeRunner:
         sampling: SamplingParams,
         tokenizer: Any = None,
         teacher: Teacher | None = None,
+        native_tools: bool = False,
     ) -> Iterator[AgentEpisode]:
         """Yield each episode as it ends (in any order); `sampling.max_new_tokens` caps each
         model turn.
@@ -153,12 +161,14 @@ class EpisodeRunner:
         is a teacher backend sent chats (`schemas.tool_calls.text_chat`: tools in the system
         prompt, calls read from the reply text) in `teacher`'s mode switch; episodes are then
         transcripts only, their token budget counted from the backend's token counts.
+        `native_tools`: send the chat in OpenAI's form with the tools in the request (a server
+        with a tool-call parser) instead of the text convention.
         """
         if tokenizer is not None and not sampling.stop_token_ids:
             raise ValueError("give the end-of-turn token as a stop token: turns end there")
         if tokenizer is None and teacher is None:
             raise ValueError("give the policy's tokenizer (rollouts) or a teacher (chats)")
-        self._tokenizer, self._teacher = tokenizer, teacher
+        self._tokenizer, self._teacher, self._native = tokenizer, teacher, native_tools
         live = {i: self._open(s, tokenizer) for i, s in enumerate(starts)}
         events: queue.Queue = queue.Queue()
         ready, rounds, decoding, running_tools = list(live), 0, 0, 0
@@ -296,10 +306,15 @@ class EpisodeRunner:
         teacher = self._teacher
         if self._tokenizer is not None or teacher is None:
             return GenerationRequest(i, "policy", (), turn_sampling, seed, prompt_ids=ep.context())
-        mode = ep.start.mode
-        chat = teacher.messages_for(text_chat(ep.transcript.messages, ep.transcript.tools), mode)
+        mode, tools = ep.start.mode, ep.transcript.tools
+        if self._native:
+            chat, sent_tools = openai_chat(ep.transcript.messages), tools
+        else:
+            chat, sent_tools = text_chat(ep.transcript.messages, tools), ()
+        chat = teacher.messages_for(chat, mode)
         kwargs = teacher.template_kwargs_for(mode)
-        return GenerationRequest(i, teacher.model_for(mode), chat, turn_sampling, seed, kwargs)
+        model = teacher.model_for(mode)
+        return GenerationRequest(i, model, chat, turn_sampling, seed, kwargs, tools=sent_tools)
 
     def _take_turn(
         self, ep: _Live, completion: Completion, sampling: SamplingParams, tokenizer: Any

@@ -85,6 +85,8 @@ class OpenAIBackend:
         if self.top_logprobs:
             body["logprobs"] = True
             body["top_logprobs"] = self.top_logprobs
+        if request.tools:
+            body["tools"] = list(request.tools)
         return body
 
     def generate(self, requests: Sequence[GenerationRequest]) -> Iterator[Completion]:
@@ -151,7 +153,7 @@ class OpenAIBackend:
             logprobs = (choice.get("logprobs") or {}).get("content") if self.top_logprobs else None
             return Completion(
                 key=request.key,
-                text=message.get("content") or "",
+                text=with_native_calls(message.get("content") or "", message.get("tool_calls")),
                 prompt_tokens=int(usage["prompt_tokens"]),
                 completion_tokens=int(usage["completion_tokens"]),
                 finish_reason=str(choice.get("finish_reason") or "stop"),
@@ -166,6 +168,23 @@ class OpenAIBackend:
 
     def close(self) -> None:
         """Nothing to free: connections are per request."""
+
+
+def with_native_calls(content: str, tool_calls: object) -> str:
+    """A reply's text with the server's parsed `tool_calls` written back as `<tool_call>`
+    blocks (arguments kept as the server sent them: a malformed call stays malformed, for the
+    reader to answer with an error turn)."""
+    if not tool_calls:
+        return content
+    blocks = []
+    for call in tool_calls if isinstance(tool_calls, list) else []:
+        function = call.get("function", call) if isinstance(call, dict) else {}
+        arguments = function.get("arguments", "{}")
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments, ensure_ascii=False)
+        name = json.dumps(function.get("name"), ensure_ascii=False)
+        blocks.append(f'<tool_call>\n{{"name": {name}, "arguments": {arguments}}}\n</tool_call>')
+    return "\n".join(part for part in (content.strip(), *blocks) if part)
 
 
 def _error_text(exc: urllib.error.HTTPError) -> str:
