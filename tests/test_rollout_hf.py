@@ -238,3 +238,42 @@ def test_every_model_turn_of_an_agentic_episode_is_on_policy_and_tool_tokens_are
     start = len(prompt) - 1 + len(first.token_ids)
     assert labels[start : start + len(tool)] == [IGNORE_INDEX] * len(tool)
     assert set(packed.length[0].tolist()) == {episode.model_tokens}
+
+
+def test_an_episodes_next_turn_reuses_its_cached_turns_and_stays_on_policy(
+    model, prompts, monkeypatch
+) -> None:
+    """From a feed, a turn whose prompt extends a finished row's tokens (the episode's earlier
+    turns) takes that row's slot and prefills only the new tokens; its log-probs still equal
+    the training forward's over the whole episode."""
+    from schemas.generation import RequestFeed
+    from training.packed_episodes import pack_episodes, packed_logits
+
+    engine = engine_for(model, batch_size=2)
+    offsets_seen: list[list[int]] = []
+    prefill = engine._prefill
+
+    def spy(cache, admitted, prompts_, offsets=None):
+        offsets_seen.append(list(offsets or []))
+        return prefill(cache, admitted, prompts_, offsets)
+
+    monkeypatch.setattr(engine, "_prefill", spy)
+    sampling = SamplingParams(max_new_tokens=6, temperature=1.0, stop_token_ids=(VOCAB - 1,))
+    feed = RequestFeed(max_tokens=64, max_new_tokens=6)
+    prompt, tool = prompts[1], [5, 6, 7]
+    feed.put(rollout_request(0, prompt, sampling, 3))
+    turns = engine.generate_feed(feed)
+    first = next(turns)
+    feed.put(rollout_request(1, prompt + first.token_ids + tool, sampling, 4))
+    second = next(turns)
+    feed.close()
+    assert list(turns) == []
+    assert offsets_seen == [[0], [len(prompt) + len(first.token_ids) - 1]]
+    response = first.token_ids + tool + second.token_ids
+    mask = [True] * len(first.token_ids) + [False] * len(tool) + [True] * len(second.token_ids)
+    logprobs = first.logprobs + [0.0] * len(tool) + second.logprobs
+    episode = Episode(0, 0, "p", "think", prompt, response, logprobs, "stop", response_mask=mask)
+    packed = pack_episodes([episode], torch.device("cpu"))
+    with torch.no_grad():
+        logp = sampling_logprobs(packed_logits(model, packed), packed.labels.clamp(min=0), 1.0)
+    assert float((logp - packed.rollout_logp).abs()[packed.response].max()) < 1e-4

@@ -136,12 +136,14 @@ class EpisodeRunner:
         tool_workers: int = 16,
         turn_synchronous: bool = False,
         regroup_s: float = 0.02,
+        use_feed: bool = True,
     ) -> None:
         self.environment = environment
         self.limits = limits or EpisodeLimits()
         self.tool_workers = tool_workers
         self.turn_synchronous = turn_synchronous
         self.regroup_s = regroup_s
+        self.use_feed = use_feed
         self.times = RunnerTimes()
 
     def run(
@@ -175,7 +177,7 @@ class EpisodeRunner:
         # a server takes a new round while others are in flight; a local engine decodes one
         overlap = bool(getattr(generator, "concurrent_requests", False))
         feed = None  # an engine that admits requests while decoding gets them one by one
-        if hasattr(generator, "generate_feed") and not self.turn_synchronous:
+        if self.use_feed and hasattr(generator, "generate_feed"):
             feed = RequestFeed(self.limits.max_total_tokens, sampling.max_new_tokens)
             rounds = 1
             decoder = threading.Thread(
@@ -213,8 +215,8 @@ class EpisodeRunner:
             with ThreadPoolExecutor(self.tool_workers, thread_name_prefix="tool") as pool:
                 while live:
                     free = feed is not None or overlap or rounds == 0
-                    if self.turn_synchronous:
-                        free = rounds == 0 and running_tools == 0
+                    if self.turn_synchronous:  # a turn starts once the last one is all done
+                        free = decoding == 0 and running_tools == 0 and (feed or rounds == 0)
                     if ready and free:
                         if feed is None and running_tools and not rounds:
                             # tools finishing together share the round (regroup_s at most)

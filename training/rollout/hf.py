@@ -174,6 +174,7 @@ class HfEngine:
         uniforms = torch.zeros(cache.slots, longest, device=self.device)
         slots: list[_Slot | None] = [None] * cache.slots
         pending = deque(range(len(requests)))
+        kept: dict[int, list[int]] = {}  # free slot -> the tokens its cache columns hold
 
         def arrivals(wait_s: float) -> None:
             for request in feed.take(wait_s) if feed is not None else ():
@@ -196,6 +197,8 @@ class HfEngine:
             stopped = token in stops
             if stopped or len(state.tokens) >= state.cap:
                 slots[slot] = None
+                if feed is not None:  # what the slot's cache holds: all but the last token
+                    kept[slot] = [*prompts[state.request], *state.tokens][: state.pos]
                 return Completion(
                     requests[state.request].key,
                     "",
@@ -217,19 +220,24 @@ class HfEngine:
                 admitted = []
                 free = [i for i in range(cache.slots) if slots[i] is None]
                 # Refill once enough slots are free (one prefill forward for several rows), or
-                # when nothing else is decoding.
+                # when nothing else is decoding. From a feed, requests arrive one by one: admit
+                # them once a few are waiting, so one prefill serves several.
                 refill = len(free) >= min(self.refill_at, len(pending)) or len(free) == cache.slots
-                for slot in free if refill else []:
-                    if pending:
-                        index = pending.popleft()
-                        cap = caps[index]
-                        slots[slot] = _Slot(index, len(prompts[index]), cap, -1, [], [])
-                        draws = seeded_uniforms(requests[index].seed, cap)
-                        uniforms[slot, :cap] = draws.to(self.device)
-                        admitted.append(slot)
+                if feed is not None and len(free) < cache.slots:
+                    refill = bool(free) and len(pending) >= min(self.refill_at, len(free))
+                offsets = []
+                while refill and free and pending:
+                    index = pending.popleft()
+                    slot, offset = self._slot_for(prompts[index], free, kept)
+                    cap = caps[index]
+                    slots[slot] = _Slot(index, len(prompts[index]), cap, -1, [], [])
+                    draws = seeded_uniforms(requests[index].seed, cap)
+                    uniforms[slot, :cap] = draws.to(self.device)
+                    admitted.append(slot)
+                    offsets.append(offset)
                 if admitted:
                     logits = self._prefill(
-                        cache, admitted, [prompts[slots[s].request] for s in admitted]
+                        cache, admitted, [prompts[slots[s].request] for s in admitted], offsets
                     )  # type: ignore[union-attr]
                     for slot, token, logprob in self._sample(
                         logits, admitted, slots, uniforms, sampling
@@ -244,6 +252,25 @@ class HfEngine:
                 for slot, token, logprob in self._sample(logits, live, slots, uniforms, sampling):
                     if (done := record(slot, token, logprob)) is not None:
                         yield done
+
+    @staticmethod
+    def _slot_for(
+        prompt: Sequence[int], free: list[int], kept: dict[int, list[int]]
+    ) -> tuple[int, int]:
+        """A free slot for `prompt` and how many of its first tokens that slot's cache already
+        holds: the slot that kept the longest beginning of the prompt (an episode's earlier
+        turns; only the rest is prefilled), else one that keeps nothing, else the first. The
+        slot leaves `free` and `kept`."""
+        best, offset = None, 0
+        for slot in free:
+            held = kept.get(slot)
+            if held and offset < len(held) < len(prompt) and list(prompt[: len(held)]) == held:
+                best, offset = slot, len(held)
+        if best is None:
+            best = next((slot for slot in free if slot not in kept), free[0])
+        free.remove(best)
+        kept.pop(best, None)
+        return best, offset
 
     def _cache_for(self, slots: int, width: int) -> RowCache:
         """Reuse the static cache when it is large enough; grow it otherwise."""
@@ -265,26 +292,37 @@ class HfEngine:
         return cached
 
     def _prefill(
-        self, cache: RowCache, admitted: list[int], prompts: list[Sequence[int]]
+        self,
+        cache: RowCache,
+        admitted: list[int],
+        prompts: list[Sequence[int]],
+        offsets: list[int] | None = None,
     ) -> torch.Tensor:
-        """Run the new rows' prompts (right-padded) into their slots; last-token logits."""
-        lengths = [len(p) for p in prompts]
+        """Run the new rows' prompts (right-padded) into their slots; last-token logits. A
+        row with an offset already holds its prompt's first `offset` tokens in its slot (an
+        episode's earlier turns): only the rest is run, at positions from the offset on."""
+        offsets = offsets or [0] * len(admitted)
+        news = [list(p)[o:] for p, o in zip(prompts, offsets, strict=True)]
+        lengths = [len(n) for n in news]
         longest = max(lengths)
         ids = torch.zeros(len(admitted), longest, dtype=torch.long)
-        for i, prompt in enumerate(prompts):
-            ids[i, : lengths[i]] = torch.as_tensor(list(prompt), dtype=torch.long)
-        positions = torch.arange(longest).expand(len(admitted), longest).to(self.device)
+        for i, new in enumerate(news):
+            ids[i, : lengths[i]] = torch.as_tensor(new, dtype=torch.long)
+        start = torch.tensor(offsets, device=self.device)[:, None]
         # Padded tail positions are written too, then overwritten by decoding before any
-        # real token can attend to them (the mask below lets a row see only columns <= pos).
-        causal = torch.ones(longest, longest, dtype=torch.bool, device=self.device).tril()
+        # real token can attend to them (the mask lets a row see only columns <= its position).
+        positions = (start + torch.arange(longest, device=self.device)).clamp(max=cache.width - 1)
+        width = min(cache.width, max(offsets) + longest)
+        columns = torch.arange(width, device=self.device)
+        mask = columns[None, None, :] <= positions[:, :, None]
         cache.rows = torch.tensor(admitted, device=self.device)
         cache.positions = positions
-        cache.width_used = longest
+        cache.width_used = width
         last = torch.tensor(lengths, device=self.device)[:, None] - 1
         out = self.model(
             input_ids=ids.to(self.device),
             position_ids=positions,
-            attention_mask=causal[None, None].expand(len(admitted), 1, longest, longest),
+            attention_mask=mask[:, None],
             cache=cache,
             use_cache=True,
             logits_to_keep=last,
