@@ -36,6 +36,22 @@ def product_tasks(n: int, seed: int, exclude: set[str] = frozenset()) -> list[di
     return rows
 
 
+def guessed_answer(row: dict) -> dict:
+    """A teacher slip: the answer guessed without the tool (wrong in its last digits)."""
+    a, b = (int(x) for x in row["uid"].removeprefix("mul:").split("x"))
+    guess = a * b + random.Random(row["uid"]).choice((-1, 1)) * random.Random(row["uid"]).randint(
+        1, 99
+    )
+    return {
+        "uid": row["uid"],
+        "messages": [
+            {"role": "user", "content": row["problem"]},
+            {"role": "assistant", "content": f"\\boxed{{{guess}}}"},
+        ],
+        "tools": [PYTHON_TOOL],
+    }
+
+
 def tool_trajectory(row: dict) -> dict:
     """The teacher's episode for a task: one python call, its output, the boxed answer."""
     a, b = row["uid"].removeprefix("mul:").split("x")
@@ -53,14 +69,24 @@ def tool_trajectory(row: dict) -> dict:
 
 
 def write_toy_agentic_files(
-    data: Path, seed: int = 0, sft: int = 400, rl: int = 400, held_out: int = 64
+    data: Path,
+    seed: int = 0,
+    sft: int = 400,
+    rl: int = 400,
+    held_out: int = 64,
+    no_tool_share: float = 0.0,
 ) -> dict[str, str]:
-    """sft.jsonl (trajectories), rl.jsonl and eval.jsonl (tasks), disjoint; their sha256."""
+    """sft.jsonl (trajectories; `no_tool_share` of them the teacher guessing without the
+    tool), rl.jsonl and eval.jsonl (tasks), disjoint; their sha256."""
     evaluation = product_tasks(held_out, seed + 2)
     taken = {r["uid"] for r in evaluation}
     rl_rows = product_tasks(rl, seed + 1, taken)
     taken |= {r["uid"] for r in rl_rows}
-    sft_rows = [tool_trajectory(r) for r in product_tasks(sft, seed, taken)]
+    rng = random.Random(f"no_tool:{seed}")
+    sft_rows = [
+        guessed_answer(r) if rng.random() < no_tool_share else tool_trajectory(r)
+        for r in product_tasks(sft, seed, taken)
+    ]
     return {
         "sft": write_jsonl(data / "sft.jsonl", sft_rows),
         "rl": write_jsonl(data / "rl.jsonl", rl_rows),
@@ -82,11 +108,14 @@ def toy_agentic_manifest(
     sft_learning_rate: float = 3e-3,
     sft_rows: int = 4000,
     grpo_learning_rate: float = 1e-4,
+    no_tool_share: float = 0.0,
 ) -> Path:
     """Data and a training manifest (SFT on trajectories -> GRPO in the python environment)
     under `out`; returns the manifest's path."""
     data = out / "data"
-    digests = write_toy_agentic_files(data, seed, sft=sft_rows, held_out=held_out)
+    digests = write_toy_agentic_files(
+        data, seed, sft=sft_rows, held_out=held_out, no_tool_share=no_tool_share
+    )
     prompt = {"prompt_column": "problem"}
     spec = {
         "name": "toy_agentic",
