@@ -841,3 +841,84 @@ def test_teacher_episodes_through_a_servers_native_tool_calling(tmp_path, sandbo
         {"name": "python", "arguments": {"code": "print(12 * 34)"}}
     ]
     assert messages[2] == {"role": "tool", "content": "408\n"}
+
+
+def test_workplace_and_swe_episodes_from_a_local_hf_teacher(tmp_path, sandbox) -> None:
+    """`cascade generate --env` with the hf backend (a local model, one round at a time): a
+    random tiny teacher runs workplace and swe episodes to their end and every one lands."""
+    from builders.worlds.toy_agentic import swe_tasks, workplace_tasks
+    from curation.environments.generate import generate_episodes_to_lake
+    from curation.environments.swe import SweEnvironment
+    from curation.generate.plan import Teacher
+    from curation.generate.tiny_teacher import build_tiny_teacher
+    from lake.catalog import Lake
+
+    teacher = str(build_tiny_teacher(tmp_path / "teacher", ["Schedule a meeting", "fix the bug"]))
+    lake = Lake(tmp_path / "lake")
+    for name, rows in (("workplace", workplace_tasks(3, 2)), ("swe", swe_tasks(2, 2))):
+        prompt = "prompt" if name == "workplace" else "problem_statement"
+        env = SweEnvironment(sandbox=sandbox) if name == "swe" else name
+        report = generate_episodes_to_lake(
+            lake,
+            [(r["uid"], {**r, "messages": [{"role": "user", "content": r[prompt]}]}) for r in rows],
+            environment=env,
+            output=f"{name}_episodes",
+            teacher=Teacher(teacher),
+            backend="hf",
+            backend_options={"batch_size": 2, "num_threads": 1},
+            modes=["no_think"],
+            k=1,
+            sampling=SamplingParams(16, 1.0, 1.0),
+            limits=EpisodeLimits(max_turns=2, max_total_tokens=4096),
+            show_progress=False,
+        )
+        assert report.generated == len(rows)
+        episodes = lake.read(f"{name}_episodes").to_pylist()
+        assert {e["environment"] for e in episodes} == {name}
+        assert all(e["passed"] is False and e["evidence"] for e in episodes)  # a random model
+
+
+def test_an_swe_gym_style_instance_from_a_local_clone_and_its_test_patch(
+    tokenizer, sandbox, tmp_path
+) -> None:
+    """Rows as SWE-Gym / SWE-rebench / R2E give them: repo and base_commit (read from a local
+    clone under repos_dir), the tests as a test_patch applied to the base commit."""
+    import subprocess
+
+    clone = tmp_path / "repos" / "acme__calc"
+    for path, text in REPO.items():
+        (clone / path).parent.mkdir(parents=True, exist_ok=True)
+        (clone / path).write_text(text)
+    git = ["git", "-C", str(clone), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", str(clone)], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-qm", "base"], check=True)
+    base = subprocess.run(
+        [*git, "rev-parse", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    for path, text in TESTS.items():
+        (clone / path).parent.mkdir(parents=True, exist_ok=True)
+        (clone / path).write_text(text)
+    subprocess.run([*git, "add", "-A"], check=True)
+    test_patch = subprocess.run([*git, "diff", "--cached"], capture_output=True, text=True).stdout
+    subprocess.run([*git, "reset", "-q", "--hard", base], check=True)
+    row = {
+        "repo": "acme/calc",
+        "base_commit": base,
+        "problem_statement": SWE_ROW["problem_statement"],
+        "test_patch": test_patch,
+        "FAIL_TO_PASS": SWE_ROW["FAIL_TO_PASS"],
+        "PASS_TO_PASS": SWE_ROW["PASS_TO_PASS"],
+    }
+    from curation.environments.swe import SweEnvironment
+
+    env = SweEnvironment(sandbox=sandbox, repos_dir=tmp_path / "repos")
+    policy = ScriptedPolicy(tokenizer, {0: [FIX, "Done."], 1: ["Done."]})
+    starts = [EpisodeStart(k, row, "no_think", k) for k in (0, 1)]
+    limits = EpisodeLimits(max_turns=4, max_total_tokens=20000)
+    episodes = sorted(
+        EpisodeRunner(env, limits).run(policy, starts, sampling(tokenizer, 400), tokenizer),
+        key=lambda e: e.key,
+    )
+    scored = env.score([row, row], [e.transcript for e in episodes])
+    assert [s.reward for s in scored] == [1.0, 0.0], [s.evidence for s in scored]

@@ -22,12 +22,12 @@ repository's own environment (a container per repository), which this sandbox do
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from curation.environments.answer import AnswerScoring, opening_messages
+from curation.swe.repository import Snapshot, apply_patch, patch_files, repo_dir
 from curation.verify.rewards import Reward, reward_named
 from curation.verify.sandbox import Sandbox, default_sandbox
 from curation.verify.swe_tests import SWE_COLUMNS, as_json, edited, run_tests, tests_verdict
@@ -61,23 +61,27 @@ SYSTEM = (
 
 
 def checkout(repos_dir: Path, repo: str, commit: str, max_bytes: int = 200_000) -> dict[str, str]:
-    """The text files of `repo` at `commit` from a local mirror (`repos_dir/owner__name`)."""
-    where = repos_dir / repo.replace("/", "__")
-    names = subprocess.run(
-        ["git", "-C", str(where), "ls-tree", "-r", "-z", "--name-only", commit],
-        capture_output=True, check=True,
-    ).stdout.decode().split("\0")  # fmt: skip
-    files = {}
-    for name in filter(None, names):
-        blob = subprocess.run(
-            ["git", "-C", str(where), "show", f"{commit}:{name}"], capture_output=True, check=True
-        ).stdout
-        if len(blob) <= max_bytes:
-            try:
-                files[name] = blob.decode()
-            except UnicodeDecodeError:
-                continue
-    return files
+    """The text files (up to `max_bytes` each) of `repo` at `commit` from its local clone
+    under `repos_dir` (`owner__name`, as `curation.swe.repository` finds it)."""
+    path = repo_dir(repos_dir, repo)
+    if path is None:
+        raise ValueError(f"no clone of {repo} under {repos_dir}")
+    snapshot = Snapshot(path, commit)
+    return {
+        p: t for p, t in snapshot.read_many(snapshot.paths).items() if len(t.encode()) <= max_bytes
+    }
+
+
+def instance_tests(row: Mapping[str, Any], base: Mapping[str, str]) -> dict[str, str]:
+    """The instance's test files: `test_files` ({path: text}) or, for SWE-Gym / SWE-rebench /
+    R2E style rows, the files its `test_patch` adds or changes, applied to the base commit."""
+    if row.get("test_files") is not None:
+        return dict(as_json(row["test_files"]))
+    patch = row.get("test_patch")
+    if not patch:
+        raise ValueError("row has neither test_files nor test_patch")
+    applied = apply_patch(base, patch)
+    return {p: applied[p] for p in patch_files(patch) if p in applied}
 
 
 class SweSession:
@@ -154,9 +158,10 @@ class SweEnvironment(AnswerScoring):
         return checkout(self.repos_dir, row["repo"], row["base_commit"])
 
     def open(self, row: Mapping[str, Any]) -> tuple[Opening, SweSession]:
-        tests = dict(as_json(row["test_files"]))
+        base = self.base_files(row)
+        tests = instance_tests(row, base)
         issue_tests = [*as_json(row["FAIL_TO_PASS"]), *as_json(row["PASS_TO_PASS"])]
-        files = {**self.base_files(row), **tests}
+        files = {**base, **tests}
         if row.get("messages") is not None or isinstance(row.get("prompt"), str):
             chat = opening_messages(row)  # the issue as the dataset's prompt gives it
         else:
@@ -173,7 +178,13 @@ class SweEnvironment(AnswerScoring):
             return super().score(rows, transcripts)
         out = []
         for row, t in zip(rows, transcripts, strict=True):
-            files = {**self.base_files(row), **dict(as_json(row["test_files"]))}
-            verdict = tests_verdict(self._sandbox or default_sandbox(), files, row, t.completion)
+            base = self.base_files(row)
+            tests = instance_tests(row, base)
+            verdict = tests_verdict(
+                self._sandbox or default_sandbox(),
+                {**base, **tests},
+                {**row, "test_files": tests},
+                t.completion,
+            )
             out.append(Scored(verdict[0], verdict[1]))
         return out

@@ -56,7 +56,7 @@ def split_test_id(test_id: str) -> tuple[str, str]:
     return path, name
 
 
-def test_job(files: Mapping[str, str], test_id: str) -> tuple[str, FunctionalTest]:
+def sandbox_job(files: Mapping[str, str], test_id: str) -> tuple[str, FunctionalTest]:
     """The sandbox job of one test: a program that makes the repository importable and runs
     the test file's imports, and the test function (with a call) for the checker."""
     path, name = split_test_id(test_id)
@@ -81,7 +81,7 @@ def run_tests(
     jobs, ids, out = [], [], []
     for test_id in test_ids:
         try:
-            program, test = test_job(files, test_id)
+            program, test = sandbox_job(files, test_id)
         except (ValueError, SyntaxError) as exc:
             out.append((test_id, False, str(exc)))
             continue
