@@ -1,5 +1,6 @@
 """Contracts only: Arrow schemas of lake tables, pydantic models of manifests, the values
-that cross the generation interface (`schemas.generation`), and the two rules the teachers and
+that cross the generation interface (`schemas.generation`) and the environment interface of
+agentic episodes (`schemas.environment`), and the two rules the teachers and
 the trainer must share exactly: the chat format (`schemas.chat_template`) and seeded sampling
 (`schemas.sampling`).
 

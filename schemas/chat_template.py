@@ -18,7 +18,9 @@ schemas, one per line inside `<tools>...</tools>`, close the system prompt toget
 instruction to call them as `<tool_call>{"name": ..., "arguments": ...}</tool_call>` (a system
 turn is opened for them when the chat has none); an assistant turn's tool calls follow its
 text, one `<tool_call>` block each; consecutive tool results share one user turn, each inside
-`<tool_response>...</tool_response>`, without a mode flag (they are not the user speaking).
+`<tool_response>...</tool_response>`, without a mode flag (they are not the user speaking);
+a tool's output is made inert first (`inert`: control tokens broken up), so a program cannot
+print a turn of its own.
 
 `CHAT_TEMPLATE` is the same format as a Jinja chat template; it is saved on every tokenizer the
 trainer writes, so `apply_chat_template(messages, tools=..., mode="think"|"no_think",

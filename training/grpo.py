@@ -13,6 +13,13 @@ training/policy_loss.py, rewards in training/rewards.py (the kinds in
 curation/verify/rewards.py), prompt order and epoch-level filtering in training/rl_data.py, the
 engines in training/rollout/.
 
+A stage with an `environment` rolls out agentic episodes instead of single replies
+(`curation.environments.runner`): the model's turns alternate with tool results until it
+answers; the episode's tokens carry a mask (tool results and template tokens are context: no
+gradient, no log-prob) and the reward reads the whole episode. Its rollouts depend on tool
+timing (which turns share a batch), so unlike one-turn stages they are not bit-reproducible
+across a resume.
+
 Several processes (`torchrun --nproc_per_node N`): every rank draws the same prompts, rolls
 out its share (every N-th prompt), and the episodes are gathered so every rank holds the
 whole batch; each rank then updates on its slice of the micro batches and DeepSpeed averages
