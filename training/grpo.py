@@ -17,7 +17,7 @@ A stage with an `environment` rolls out agentic episodes instead of single repli
 (`curation.environments.runner`): the model's turns alternate with tool results until it
 answers; the episode's tokens carry a mask (tool results and template tokens are context: no
 gradient, no log-prob) and the reward reads the whole episode. Its rollouts depend on tool
-timing (which turns share a batch), so unlike one-turn stages they are not bit-reproducible
+timing (which turns share a batch), so unlike one-turn stages they are not guaranteed bit-identical
 across a resume.
 
 Several processes (`torchrun --nproc_per_node N`): every rank draws the same prompts, rolls
