@@ -88,9 +88,13 @@ class TinyChatServer:
                     with server.count_lock:
                         server.in_flight -= 1
                         text = body["messages"][-1]["content"]
-                        server.spans.append((text, started, time.monotonic()))
+                        # the request ended when its answer started to go out: the client may
+                        # send its next one the moment it has the answer, before this line runs
+                        ended = getattr(self, "answered_at", None) or time.monotonic()
+                        server.spans.append((text, started, ended))
 
             def reply(self, status: int, payload: dict, retry_after: str | None = None) -> None:
+                self.answered_at = time.monotonic()
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
