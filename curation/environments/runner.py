@@ -10,9 +10,11 @@ Episodes are independent. Each model turn's tool calls run in a thread pool the 
 turn is decoded, while the generator goes on decoding the other episodes' turns; an episode
 whose tools are done goes to the next decoding round, whoever else is still waiting on a tool
 (the runner gives other tools `regroup_s` to finish too, so a round is not one episode wide).
-Decoding runs in its own thread: a local engine decodes one round at a time, and the tools
-that finish meanwhile make up the next; a server (`concurrent_requests = True` on the backend)
-gets each episode's next turn at once, so no turn waits for a slow reply to another episode.
+Decoding runs in its own thread. An engine with `generate_feed` (the hf rollout engine) takes
+each turn into its running batch as soon as it is ready, reusing the cache of the episode's
+earlier turns; another local engine decodes one round at a time, the tools that finish
+meanwhile making up the next; a server (`concurrent_requests = True` on the backend) gets each
+episode's next turn at once, so no turn waits for a slow reply to another episode.
 Nothing waits for the slowest tool of the batch (`turn_synchronous=True` does, as the baseline
 of bench/agentic_rollout.py).
 
