@@ -109,6 +109,7 @@ def toy_agentic_manifest(
     sft_rows: int = 4000,
     grpo_learning_rate: float = 1e-4,
     no_tool_share: float = 0.0,
+    temperature: float = 1.0,
 ) -> Path:
     """Data and a training manifest (SFT on trajectories -> GRPO in the python environment)
     under `out`; returns the manifest's path."""
@@ -167,7 +168,7 @@ def toy_agentic_manifest(
                 "reward": "math_verifier",
                 "thinking_fraction": 0.0,
                 "max_steps": grpo_steps,
-                "temperature": 1.0,
+                "temperature": temperature,
                 "max_response_len": 40,
                 "overlong_filtering": False,
                 "batch": {
