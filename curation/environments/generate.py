@@ -26,11 +26,11 @@ from curation.environments import environment_named
 from curation.environments.runner import AgentEpisode, EpisodeRunner, EpisodeStart
 from curation.generate.backend import Backend
 from curation.generate.backends import make_backend
-from curation.generate.plan import Teacher
+from curation.generate.plan import Teacher, check_samples
 from curation.generate.run import cached_ids
 from lake.catalog import Lake
 from schemas.environment import EPISODES, Environment, EpisodeLimits
-from schemas.generation import MODES, Mode, SamplingParams
+from schemas.generation import Mode, SamplingParams
 
 
 @dataclass(frozen=True)
@@ -72,11 +72,7 @@ def plan_episodes(
     native_tools: bool = False,
 ) -> list[EpisodeJob]:
     """Every (row, mode, sample) episode; a row is (prompt id, its columns with `messages`)."""
-    if k < 1:
-        raise ValueError(f"k (samples per prompt) must be >= 1, got {k}")
-    for mode in modes:
-        if mode not in MODES:
-            raise ValueError(f"mode must be 'think' or 'no_think', got {mode!r}")
+    check_samples(modes, k)
     jobs = []
     for prompt_id, row in rows:
         inputs = {c: row.get(c) for c in sorted(set(environment.columns) | {"messages"})}

@@ -109,6 +109,15 @@ def fingerprint(
     return xxhash.xxh3_128_hexdigest(encoded.encode())
 
 
+def check_samples(modes: Sequence[Mode], k: int) -> None:
+    """A ValueError unless `k` >= 1 and every mode is think or no_think."""
+    if k < 1:
+        raise ValueError(f"k (samples per prompt) must be >= 1, got {k}")
+    for mode in modes:
+        if mode not in MODES:
+            raise ValueError(f"mode must be 'think' or 'no_think', got {mode!r}")
+
+
 def plan_jobs(
     prompts: Sequence[tuple[str, Messages]],
     teacher: Teacher,
@@ -119,11 +128,7 @@ def plan_jobs(
     seed: int = 0,
 ) -> list[Job]:
     """Every (prompt, mode, sample) job; both modes for one prompt are 'parallel responses'."""
-    if k < 1:
-        raise ValueError(f"k (samples per prompt) must be >= 1, got {k}")
-    for mode in modes:
-        if mode not in MODES:
-            raise ValueError(f"mode must be 'think' or 'no_think', got {mode!r}")
+    check_samples(modes, k)
     jobs = []
     for prompt_id, messages in prompts:
         messages_json = json.dumps(list(messages), ensure_ascii=False)
