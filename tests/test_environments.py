@@ -236,6 +236,30 @@ def test_no_episode_waits_for_another_episodes_slow_tool(tokenizer) -> None:
     assert policy.rounds == [[0, 1, 2], [0, 1, 2], [1, 2]]
 
 
+class LingeringPolicy(ScriptedPolicy):
+    """Returns from each round a while after its last turn (an engine freeing its batch)."""
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> Iterator[Completion]:
+        yield from super().generate(requests)
+        time.sleep(0.2)
+
+
+def test_a_round_that_ends_after_its_turns_loses_no_turn(tokenizer) -> None:
+    # the turns' tools return before the round does: the runner waits for the round,
+    # it does not take the ready episodes for lost ones
+    quick = [call("multiply", a=1, b=1), "\\boxed{1}"]
+    for turn_synchronous in (False, True):
+        starts = [
+            EpisodeStart(k, {"id": str(k), "prompt": "1 * 1?", "answer": "1"}, "no_think", k)
+            for k in range(2)
+        ]
+        policy = LingeringPolicy(tokenizer, {0: quick, 1: quick})
+        runner = EpisodeRunner(Calculator(), EpisodeLimits(), turn_synchronous=turn_synchronous)
+        episodes = list(runner.run(policy, starts, sampling(tokenizer), tokenizer))
+        assert sorted(e.transcript.end_reason for e in episodes) == ["answered", "answered"]
+        assert policy.rounds == [[0, 1], [0, 1]]
+
+
 def test_a_reward_kind_is_a_one_step_environment(tokenizer) -> None:
     env = environment_named("math_verifier")
     assert env.name == "math_verifier" and "python" in environment_names()

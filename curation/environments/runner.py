@@ -249,7 +249,7 @@ class EpisodeRunner:
                                 daemon=True,
                             ).start()
                         continue
-                    if not decoding and not running_tools:
+                    if not decoding and not running_tools and (feed is not None or not rounds):
                         break  # nothing in flight and nothing to send: a turn went missing
                     began = time.perf_counter()
                     kind, payload = events.get()
