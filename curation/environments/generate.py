@@ -17,7 +17,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import pyarrow as pa
 import xxhash
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -27,7 +26,7 @@ from curation.environments.runner import AgentEpisode, EpisodeRunner, EpisodeSta
 from curation.generate.backend import Backend
 from curation.generate.backends import make_backend
 from curation.generate.plan import Teacher, check_samples
-from curation.generate.run import cached_ids
+from curation.generate.run import ChunkedAppend, cached_ids
 from lake.catalog import Lake
 from schemas.environment import EPISODES, Environment, EpisodeLimits
 from schemas.generation import Mode, SamplingParams
@@ -158,8 +157,6 @@ def generate_episodes_to_lake(
 ) -> EpisodeReport:
     """Run every missing (row, mode, sample) episode of `teacher` in `environment` into the
     table `output` (see the module docstring)."""
-    if chunk_size < 1:
-        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
     env = environment_named(environment) if isinstance(environment, str) else environment
     limits = limits or EpisodeLimits()
     jobs = plan_episodes(
@@ -205,45 +202,34 @@ def generate_episodes_to_lake(
         console=console or Console(stderr=True),
         disable=not show_progress,
     )
-    buffer: list[dict[str, Any]] = []
-    last_flush = time.monotonic()
-
-    def flush() -> None:
-        nonlocal last_flush
-        if buffer:
-            table = pa.Table.from_pylist(buffer, schema=EPISODES.schema)
-            info = lake.commit(
-                output,
-                table,
-                kind=EPISODES.kind,
-                parents=list(parents),
-                producer="cascade generate --env",
-                params=params,
-                mode="append",
-            )
-            report.versions.append(info.ref)
-            buffer.clear()
-        last_flush = time.monotonic()
-
+    append = ChunkedAppend(
+        lake,
+        output,
+        EPISODES,
+        parents=parents,
+        producer="cascade generate --env",
+        params=params,
+        chunk_size=chunk_size,
+        flush_seconds=flush_seconds,
+        versions=report.versions,
+    )
     with progress:
         task = progress.add_task(output, total=len(pending), passed=0)
         for model, model_jobs in by_model.items():
             engine = factory(model)
             starts = [EpisodeStart(i, {**j.row}, j.mode, j.seed) for i, j in enumerate(model_jobs)]
             try:
-                for episode in EpisodeRunner(env, limits).run(
-                    engine, starts, sampling, teacher=teacher, native_tools=native_tools
-                ):
-                    job = model_jobs[int(episode.key)]
-                    row = episode_row(job, episode, env, engine.name, teacher, sampling)
-                    buffer.append(row)
-                    report.generated += 1
-                    report.passed += bool(row["passed"])
-                    progress.update(task, advance=1, passed=report.passed)
-                    if len(buffer) >= chunk_size or time.monotonic() - last_flush >= flush_seconds:
-                        flush()
+                with append:
+                    for episode in EpisodeRunner(env, limits).run(
+                        engine, starts, sampling, teacher=teacher, native_tools=native_tools
+                    ):
+                        job = model_jobs[int(episode.key)]
+                        row = episode_row(job, episode, env, engine.name, teacher, sampling)
+                        append.add(row)
+                        report.generated += 1
+                        report.passed += bool(row["passed"])
+                        progress.update(task, advance=1, passed=report.passed)
             finally:
                 engine.close()
-                flush()  # keep what was finished even when the backend failed part-way
     report.seconds = time.monotonic() - started
     return report

@@ -37,6 +37,7 @@ from curation.generate.plan import Job, Messages, Teacher, plan_jobs
 from curation.generate.split import split_response
 from lake.catalog import Lake
 from schemas.generation import GENERATIONS, Completion, Mode, SamplingParams
+from schemas.tables import TableContract
 
 BackendFactory = Callable[[str], Backend]
 
@@ -112,9 +113,61 @@ def completion_row(job: Job, completion: Completion, backend_name: str) -> dict[
     }
 
 
-def rows_to_table(rows: list[dict[str, Any]]) -> pa.Table:
-    """Rows as an Arrow table with exactly the generations contract's types."""
-    return pa.Table.from_pylist(rows, schema=GENERATIONS.schema)
+class ChunkedAppend:
+    """Rows appended to a lake table in chunks, each chunk a new version: every `chunk_size`
+    rows or `flush_seconds`, whichever comes first, and whatever is left when the block
+    ends (an exception included), so a killed run loses at most the chunk in flight."""
+
+    def __init__(
+        self,
+        lake: Lake,
+        output: str,
+        contract: TableContract,
+        *,
+        parents: Sequence[str],
+        producer: str,
+        params: dict[str, Any],
+        chunk_size: int,
+        flush_seconds: float,
+        versions: list[str],
+    ) -> None:
+        if chunk_size < 1:
+            raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+        self.lake, self.output, self.contract = lake, output, contract
+        self.parents, self.producer, self.params = list(parents), producer, params
+        self.chunk_size, self.flush_seconds = chunk_size, flush_seconds
+        self.versions = versions
+        self.buffer: list[dict[str, Any]] = []
+        self.last_flush = time.monotonic()
+
+    def add(self, row: dict[str, Any]) -> None:
+        self.buffer.append(row)
+        if (
+            len(self.buffer) >= self.chunk_size
+            or time.monotonic() - self.last_flush >= self.flush_seconds
+        ):
+            self.flush()
+
+    def flush(self) -> None:
+        if self.buffer:
+            info = self.lake.commit(
+                self.output,
+                pa.Table.from_pylist(self.buffer, schema=self.contract.schema),
+                kind=self.contract.kind,
+                parents=self.parents,
+                producer=self.producer,
+                params=self.params,
+                mode="append",
+            )
+            self.versions.append(info.ref)
+            self.buffer.clear()
+        self.last_flush = time.monotonic()
+
+    def __enter__(self) -> ChunkedAppend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.flush()  # keep what was finished even when the backend failed part-way
 
 
 def generate_to_lake(
@@ -142,8 +195,6 @@ def generate_to_lake(
     Models are loaded one at a time (a thinking and a non-thinking model never share the
     GPU). `backend_factory(model)` overrides how a backend is built (tests, custom servers).
     """
-    if chunk_size < 1:
-        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
     jobs = plan_jobs(prompts, teacher, modes=modes, k=k, sampling=sampling, seed=seed)
     done = cached_ids(lake, output, [j.request.key for j in jobs])
     pending = [j for j in jobs if j.request.key not in done]
@@ -158,6 +209,17 @@ def generate_to_lake(
         "backend": backend,
         "sampling": sampling.as_dict(),
     }
+    append = ChunkedAppend(
+        lake,
+        output,
+        GENERATIONS,
+        parents=parents,
+        producer=producer,
+        params=params,
+        chunk_size=chunk_size,
+        flush_seconds=flush_seconds,
+        versions=report.versions,
+    )
     factory = backend_factory or (
         lambda model: make_backend(backend, model, **(backend_options or {}))
     )
@@ -186,20 +248,8 @@ def generate_to_lake(
             if model == next(iter(by_model)):  # token rate counted from the first model loaded
                 progress.update(task, since=time.monotonic())
             try:
-                _run_model(
-                    engine,
-                    model_jobs,
-                    lake,
-                    report,
-                    progress,
-                    task,
-                    output=output,
-                    chunk_size=chunk_size,
-                    flush_seconds=flush_seconds,
-                    parents=parents,
-                    producer=producer,
-                    params=params,
-                )
+                with append:
+                    _run_model(engine, model_jobs, append, report, progress, task)
             finally:
                 engine.close()
     report.seconds = time.monotonic() - started
@@ -209,38 +259,12 @@ def generate_to_lake(
 def _run_model(
     engine: Backend,
     jobs: list[Job],
-    lake: Lake,
+    append: ChunkedAppend,
     report: GenerationReport,
     progress: Progress,
     task: Any,
-    *,
-    output: str,
-    chunk_size: int,
-    flush_seconds: float,
-    parents: Sequence[str],
-    producer: str,
-    params: dict[str, Any],
 ) -> None:
     by_key = {job.request.key: job for job in jobs}
-    buffer: list[dict[str, Any]] = []
-    last_flush = time.monotonic()
-
-    def flush() -> None:
-        nonlocal last_flush
-        if buffer:
-            info = lake.commit(
-                output,
-                rows_to_table(buffer),
-                kind=GENERATIONS.kind,
-                parents=list(parents),
-                producer=producer,
-                params=params,
-                mode="append",
-            )
-            report.versions.append(info.ref)
-            buffer.clear()
-        last_flush = time.monotonic()
-
     completions: Iterator[Completion] = engine.generate([job.request for job in jobs])
     try:
         for completion in completions:
@@ -250,18 +274,15 @@ def _run_model(
                     f"backend {engine.name} returned an unknown key {completion.key}"
                 )
             row = completion_row(job, completion, engine.name)
-            buffer.append(row)
+            append.add(row)
             report.generated += 1
             report.truncated += int(row["truncated"])
             report.completion_tokens += completion.completion_tokens
             progress.update(task, advance=1, tokens=report.completion_tokens)
-            if len(buffer) >= chunk_size or time.monotonic() - last_flush >= flush_seconds:
-                flush()
     finally:
         close = getattr(completions, "close", None)
         if close is not None:
             close()
-        flush()  # keep what was finished even when the backend failed part-way
 
 
 def report_json(report: GenerationReport) -> str:
