@@ -369,24 +369,24 @@ def sample_groups(
             timer=timer,
         )
         return gather_groups(done, world)
-    requests, where = [], []
-    for slot, (draw, prompt) in enumerate(mine):
-        mode = thinking_mode(draw, stage.thinking_fraction)
-        ids = tokenize_prompt(tokenizer, prompt.messages, mode)  # type: ignore[arg-type]
-        for sample in range(samples):
-            sample_seed = rollout_seed(seed, draw, sample)
-            requests.append(rollout_request(len(requests), ids, sampling, sample_seed))
-            where.append((slot, sample, mode))
-    groups: list[list[Episode | None]] = [[None] * samples for _ in mine]
-    left = [samples] * len(mine)
-    futures = []
+    plan = rollout_plan(mine, samples, seed, stage)
+    modes = {slot: mode for slot, _, mode, _ in plan}
+    prompt_ids = {
+        slot: tokenize_prompt(tokenizer, mine[slot][1].messages, mode)  # type: ignore[arg-type]
+        for slot, mode in modes.items()
+    }
+    requests = [
+        rollout_request(key, prompt_ids[slot], sampling, sample_seed)
+        for key, (slot, _, _, sample_seed) in enumerate(plan)
+    ]
+    groups = Groups(mine, samples, pool)
     stops = set(sampling.stop_token_ids)
     with timer("rollout_s"):
         for r in rollout.generate(requests):
-            slot, sample, mode = where[r.key]
+            slot, sample, mode, _ = plan[r.key]
             draw, prompt = mine[slot]
             text_ids = r.token_ids[:-1] if r.token_ids and r.token_ids[-1] in stops else r.token_ids
-            groups[slot][sample] = Episode(
+            episode = Episode(
                 draw=draw,
                 sample=sample,
                 prompt_uid=prompt.uid,
@@ -398,13 +398,48 @@ def sample_groups(
                 domain=objective.domain(prompt),
                 response_text=tokenizer.decode(text_ids, skip_special_tokens=False),  # type: ignore[attr-defined]
             )
-            left[slot] -= 1
-            if left[slot] == 0 and pool is not None:
-                futures.append(pool.submit(prompt, groups[slot]))  # type: ignore[arg-type]
-    with timer("reward_wait_s"):
-        for future in futures:
-            future.result()
-    return gather_groups(groups, world)  # type: ignore[arg-type]
+            groups.put(slot, sample, episode)
+    return gather_groups(groups.scored(timer), world)
+
+
+def rollout_plan(
+    mine: list[tuple[int, Prompt]], samples: int, seed: int, stage: GRPOStage | MOPDStage
+) -> list[tuple[int, int, str, int]]:
+    """(slot, sample, mode, seed) of every rollout of `mine`, in request order: a draw's mode
+    from the stage's thinking fraction, a sample's seed from (seed, draw, sample)."""
+    plan = []
+    for slot, (draw, _) in enumerate(mine):
+        mode = thinking_mode(draw, stage.thinking_fraction)
+        plan += [
+            (slot, sample, mode, rollout_seed(seed, draw, sample)) for sample in range(samples)
+        ]
+    return plan
+
+
+class Groups:
+    """Rollouts collected into their prompt's group; a group goes to the reward pool the
+    moment its last rollout arrives, so scoring overlaps the rest of the decoding."""
+
+    def __init__(
+        self, mine: list[tuple[int, Prompt]], samples: int, pool: RewardPool | None
+    ) -> None:
+        self.mine, self.pool = mine, pool
+        self.groups: list[list[Episode | None]] = [[None] * samples for _ in mine]
+        self.left = [samples] * len(mine)
+        self.futures: list = []
+
+    def put(self, slot: int, sample: int, episode: Episode) -> None:
+        self.groups[slot][sample] = episode
+        self.left[slot] -= 1
+        if self.left[slot] == 0 and self.pool is not None:
+            self.futures.append(self.pool.submit(self.mine[slot][1], self.groups[slot]))  # type: ignore[arg-type]
+
+    def scored(self, timer: StepTimer) -> list[list[Episode]]:
+        """Every group, once the pool has scored them all."""
+        with timer("reward_wait_s"):
+            for future in self.futures:
+                future.result()
+        return self.groups  # type: ignore[return-value]
 
 
 def gather_groups(done: list[list[Episode]], world: int) -> list[list[Episode]]:
@@ -432,30 +467,23 @@ def agentic_groups(
     """`sample_groups` for an environment stage: each rollout an episode of several turns
     (`curation.environments.runner`), scored on its final answer as its group completes."""
     runner = objective.episodes
-    starts, where = [], []
-    for slot, (draw, prompt) in enumerate(mine):
-        mode = thinking_mode(draw, stage.thinking_fraction)
+    plan = rollout_plan(mine, samples, seed, stage)
+    starts = []
+    for slot, _, mode, sample_seed in plan:
+        prompt = mine[slot][1]
         row = {"messages": [{"role": m.role, "content": m.content} for m in prompt.messages]}
-        for sample in range(samples):
-            starts.append(
-                EpisodeStart(
-                    len(starts), {**prompt.columns, **row}, mode, rollout_seed(seed, draw, sample)
-                )
-            )  # type: ignore[arg-type]
-            where.append((slot, sample))
-    groups: list[list[Episode | None]] = [[None] * samples for _ in mine]
-    left = [samples] * len(mine)
-    futures = []
+        starts.append(EpisodeStart(len(starts), {**prompt.columns, **row}, mode, sample_seed))  # type: ignore[arg-type]
+    groups = Groups(mine, samples, pool)
     runner.times = RunnerTimes()
     with timer("rollout_s"):
         for agent in runner.run(rollout, starts, sampling, tokenizer):
-            slot, sample = where[agent.key]
+            slot, sample, mode, _ = plan[agent.key]
             draw, prompt = mine[slot]
-            groups[slot][sample] = Episode(
+            episode = Episode(
                 draw=draw,
                 sample=sample,
                 prompt_uid=prompt.uid,
-                mode=starts[agent.key].mode,
+                mode=mode,  # type: ignore[arg-type]
                 prompt_ids=agent.prompt_ids,
                 response_ids=agent.response_ids,
                 rollout_logprobs=agent.logprobs,
@@ -465,15 +493,10 @@ def agentic_groups(
                 response_mask=agent.response_mask,
                 transcript=agent.transcript,
             )
-            left[slot] -= 1
-            if left[slot] == 0 and pool is not None:
-                futures.append(pool.submit(prompt, groups[slot]))  # type: ignore[arg-type]
+            groups.put(slot, sample, episode)
     timer.seconds["tool_wait_s"] = timer.seconds.get("tool_wait_s", 0.0) + runner.times.tool_wait_s
     timer.seconds["tool_call_s"] = timer.seconds.get("tool_call_s", 0.0) + runner.times.tool_call_s
-    with timer("reward_wait_s"):
-        for future in futures:
-            future.result()
-    return groups  # type: ignore[return-value]
+    return groups.scored(timer)
 
 
 def agentic_summary(episodes: list[Episode]) -> dict:
