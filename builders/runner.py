@@ -189,10 +189,10 @@ def build_dataset(
         params = {**params, **profile_params, **(overrides or {})}
     elif profile != "default":
         known = ", ".join(["default", *profiles])
-        raise BuildError(f"recipe {name} has no profile {profile!r}; profiles: {known}")
+        raise BuildError(f"recipe {recipe.NAME} has no profile {profile!r}; profiles: {known}")
     if not sources:
         raise BuildError(
-            f"recipe {name} needs at least one --source (a file or a lake table)"
+            f"recipe {recipe.NAME} needs at least one --source (a file or a lake table)"
             + (f", or --profile {next(iter(profiles))}" if profiles else "")
         )
 

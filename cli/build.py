@@ -20,7 +20,18 @@ from rich.table import Table
 from builders.recipes import RECIPES, recipe_named
 from builders.runner import BuildError, build_dataset, parse_overrides, recipe_steps
 from cli.app import app
-from cli.console import CascadeError, console, err_console, open_lake, plain, state
+from cli.console import (
+    LIST_FORMATS,
+    CascadeError,
+    console,
+    err_console,
+    format_option,
+    open_lake,
+    plain,
+    print_records,
+    print_table,
+    state,
+)
 from cli.executors import EXECUTOR_OPTION, RAY_ADDRESS_OPTION, executor_session
 from curation.ingest import IngestError, parse_mapping
 from lake.catalog import LakeError
@@ -101,7 +112,7 @@ def build_dataset_command(
             plain(reasons),
             f"{entry.seconds:.2f}",
         )
-    console.print(table)
+    print_table(table)
     console.print(
         plain(
             f"published {m.output.ref}: {m.output.rows:,} rows, content_hash "
@@ -163,41 +174,73 @@ def build_progress(name: str, recipe, overrides: dict, *, enabled: bool):
 
 
 @build_app.command("list")
-def build_list() -> None:
-    """Every recipe with its domain and first docstring line."""
-    table = Table("recipe", "domain", "profiles", "what it builds")
-    for name, module in sorted(RECIPES.items()):
-        doc = (module.__doc__ or "").strip().splitlines()[0] if module.__doc__ else ""
-        table.add_row(name, module.DOMAIN, ", ".join(getattr(module, "PROFILES", {})), plain(doc))
-    console.print(table)
+def build_list(format_: str = format_option()) -> None:
+    """Every recipe with its domain, profiles and first docstring line."""
+    records = [
+        {
+            "recipe": name,
+            "domain": module.DOMAIN,
+            "profiles": ["default", *getattr(module, "PROFILES", {})],
+            "what it builds": (module.__doc__ or "").strip().split("\n")[0],
+        }
+        for name, module in sorted(RECIPES.items())
+    ]
+    print_records(records, format_)
 
 
 @build_app.command("show")
-def build_show(name: str = typer.Argument(..., help="Recipe name.")) -> None:
+def build_show(
+    name: str = typer.Argument(..., help="Recipe name."), format_: str = format_option()
+) -> None:
     """A recipe's description, its parameters with defaults, and its steps in order."""
     try:
         recipe = recipe_named(name)
     except BuildError as exc:
         raise CascadeError(str(exc)) from None
-    console.print(plain((recipe.__doc__ or name).strip()))
+    steps = []
+    for number, step in enumerate(recipe_steps(recipe), start=1):
+        operator = getattr(step.run, "func", step.run)  # a step may bind some arguments
+        steps.append(
+            {
+                "number": number,
+                "step": step.name,
+                "operator": f"{operator.__module__}.{operator.__qualname__}",
+                "doc": (operator.__doc__ or "").strip().split("\n")[0],
+                "params": {
+                    k: json.loads(json.dumps(v, default=_describe))
+                    for k, v in step.params.items()
+                    if k != "lake"
+                },
+            }
+        )
+    if format_ not in LIST_FORMATS:
+        raise CascadeError(f"unknown --format {format_!r}: use {', '.join(LIST_FORMATS)}")
+    if format_ in ("csv", "jsonl"):  # one row per step
+        print_records(steps, format_)
+        return
+    if format_ == "json":
+        described = {
+            "recipe": name,
+            "description": (recipe.__doc__ or "").strip(),
+            "profiles": ["default", *getattr(recipe, "PROFILES", {})],
+            "parameters": recipe.DEFAULTS,
+            "steps": steps,
+        }
+        print(json.dumps(described, default=str, ensure_ascii=False, indent=1))
+        return
+    console.print(plain((recipe.__doc__ or name).strip()), soft_wrap=True)
     console.print(plain("\nparameters (--set key=value):", "bold"))
     for key, value in recipe.DEFAULTS.items():
         console.print(plain(f"  {key} = {json.dumps(value)}"), soft_wrap=True)
     console.print(plain("\nsteps:", "bold"))
-    for number, step in enumerate(recipe_steps(recipe), start=1):
-        operator = getattr(step.run, "func", step.run)  # a step may bind some arguments
-        doc = (operator.__doc__ or "").strip().splitlines()
+    for step in steps:
         console.print(
-            plain(f"  {number}. {step.name} ({operator.__module__}.{operator.__qualname__})"),
-            soft_wrap=True,
+            plain(f"  {step['number']}. {step['step']} ({step['operator']})"), soft_wrap=True
         )
-        if doc:
-            console.print(plain(f"     {doc[0]}", "dim"), soft_wrap=True)
-        for key, value in step.params.items():
-            if key == "lake":
-                continue
-            text = json.dumps(value, default=_describe)
-            console.print(plain(f"     {key} = {text[:160]}"), soft_wrap=True)
+        if step["doc"]:
+            console.print(plain(f"     {step['doc']}", "dim"), soft_wrap=True)
+        for key, value in step["params"].items():
+            console.print(plain(f"     {key} = {json.dumps(value)}"), soft_wrap=True)
 
 
 def _describe(value: object) -> object:

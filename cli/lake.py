@@ -11,7 +11,15 @@ import typer
 from rich.table import Table
 
 from cli.app import app
-from cli.console import CascadeError, console, open_lake, plain
+from cli.console import (
+    CascadeError,
+    console,
+    format_option,
+    open_lake,
+    plain,
+    print_records,
+    print_table,
+)
 from curation.ingest import IngestError, ingest, parse_mapping
 from lake.catalog import Lake, LakeError
 from schemas.tables import SchemaError
@@ -100,7 +108,7 @@ def run_sql(lake: Lake, query: str, format_: str, out: Path | None, limit: int =
         show = Table(*result.column_names, show_lines=False)
         for row in result.slice(0, limit).to_pylist():
             show.add_row(*(plain(_cell(v)) for v in row.values()))
-        console.print(show)
+        print_table(show)
         if result.num_rows > limit:
             console.print(plain(f"{result.num_rows:,} rows, {limit} shown (--limit)", "dim"))
         return
@@ -138,24 +146,27 @@ def _cell(value: object) -> str:
 
 
 @lake_app.command("ls")
-def lake_ls() -> None:
+def lake_ls(format_: str = format_option()) -> None:
     """Every table with its latest version, rows and kind."""
-    table = Table("table", "version", "kind", "mode", "rows", "content_hash", "created")
-    for info in open_lake().tables():
-        table.add_row(
-            plain(info.name),
-            str(info.version),
-            info.kind,
-            info.mode,
-            f"{info.rows:,}",
-            info.content_hash[:12],
-            info.created_at.strftime("%Y-%m-%d %H:%M:%S"),
-        )
-    console.print(table)
+    records = [
+        {
+            "table": info.name,
+            "version": info.version,
+            "kind": info.kind,
+            "mode": info.mode,
+            "rows": info.rows,
+            "content_hash": info.content_hash,
+            "created": info.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+        }
+        for info in open_lake().tables()
+    ]
+    print_records(records, format_, shown={"content_hash": _short_hash})
 
 
 @lake_app.command("log")
-def lake_log(name: str = typer.Argument(..., help="Table name.")) -> None:
+def lake_log(
+    name: str = typer.Argument(..., help="Table name."), format_: str = format_option()
+) -> None:
     """The versions of a table, newest first, with what produced each."""
     lake = open_lake()
     try:
@@ -164,30 +175,50 @@ def lake_log(name: str = typer.Argument(..., help="Table name.")) -> None:
             lake.resolve(name)
     except LakeError as exc:
         raise CascadeError(str(exc)) from None
-    table = Table(
-        "version", "rows", "snapshot", "content_hash", "parents", "producer", "code", "created"
-    )
-    for info in reversed(versions):
-        table.add_row(
-            str(info.version),
-            f"{info.rows:,}",
-            str(info.snapshot_id),
-            info.content_hash[:12],
-            plain(", ".join(info.parents)),
-            plain(info.producer),
-            info.code_version,
-            info.created_at.strftime("%Y-%m-%d %H:%M:%S"),
-        )
-    console.print(table)
+    records = [
+        {
+            "version": info.version,
+            "rows": info.rows,
+            "snapshot": info.snapshot_id,
+            "content_hash": info.content_hash,
+            "parents": list(info.parents),
+            "producer": info.producer,
+            "code": info.code_version,
+            "created": info.created_at.strftime("%Y-%m-%d %H:%M:%S"),
+        }
+        for info in reversed(versions)
+    ]
+    print_records(records, format_, shown={"content_hash": _short_hash, "snapshot": str})
 
 
 @lake_app.command("show")
-def lake_show(ref: str = typer.Argument(..., help="name or name@N")) -> None:
+def lake_show(
+    ref: str = typer.Argument(..., help="name or name@N"), format_: str = format_option()
+) -> None:
     """Schema, row count, hash and lineage of one version."""
     try:
         info = open_lake().resolve(ref)
     except LakeError as exc:
         raise CascadeError(str(exc)) from None
+    if format_ != "table":
+        record = {
+            "ref": info.ref,
+            "kind": info.kind,
+            "mode": info.mode,
+            "rows": info.rows,
+            "content_hash": info.content_hash,
+            "snapshot": info.snapshot_id,
+            "parents": list(info.parents),
+            "producer": info.producer,
+            "params": info.params,
+            "code": info.code_version,
+            "build": info.build_id,
+            "created": info.created_at.isoformat(),
+            "files": len(info.files),
+            "schema": info.schema,
+        }
+        print_records([record], format_)
+        return
     lines = [
         f"{info.ref} ({info.kind}, {info.mode})",
         f"rows:     {info.rows:,}",
@@ -204,7 +235,11 @@ def lake_show(ref: str = typer.Argument(..., help="name or name@N")) -> None:
         *(f"  {line}" for line in info.schema.splitlines()),
     ]
     for line in lines:
-        console.print(plain(line))
+        console.print(plain(line), soft_wrap=True)
+
+
+def _short_hash(value: str) -> str:
+    return value[:12]
 
 
 @lake_app.command("verify")

@@ -7,19 +7,37 @@ path runs the multi-GPU job and its CPU test.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
 import os
+import sys
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import torch
 
 from schemas.training_manifest import DeepSpeedSpec, OptimizerSpec
 
 
+@contextlib.contextmanager
+def notes_to_stderr() -> Iterator[None]:
+    """DeepSpeed prints its notes ("Setting accelerator to CPU", op builds) on stdout, where a
+    command's own output goes: inside this block, and from its logger after it, they go to
+    stderr."""
+    with contextlib.redirect_stdout(sys.stderr):
+        import deepspeed  # noqa: F401  (its logger is made on import)
+
+        yield
+    for handler in logging.getLogger("DeepSpeed").handlers:
+        if isinstance(handler, logging.StreamHandler) and handler.stream is sys.stdout:
+            handler.setStream(sys.stderr)
+
+
 def init_distributed() -> tuple[int, int, torch.device]:
     """Join (or create) the process group: NCCL on GPU, gloo on CPU; single process by default."""
-    import deepspeed
+    with notes_to_stderr():
+        import deepspeed
 
     os.environ.setdefault("RANK", "0")
     os.environ.setdefault("LOCAL_RANK", "0")
@@ -30,7 +48,8 @@ def init_distributed() -> tuple[int, int, torch.device]:
     os.environ.setdefault("MASTER_PORT", "0" if os.environ["WORLD_SIZE"] == "1" else "29500")
     on_gpu = torch.cuda.is_available()
     if not torch.distributed.is_initialized():
-        deepspeed.init_distributed(dist_backend="nccl" if on_gpu else "gloo")
+        with notes_to_stderr():
+            deepspeed.init_distributed(dist_backend="nccl" if on_gpu else "gloo")
     rank, world = torch.distributed.get_rank(), torch.distributed.get_world_size()
     if on_gpu:
         local = int(os.environ["LOCAL_RANK"])
@@ -102,12 +121,13 @@ def make_deepspeed_engine(
         weight_decay=opt.weight_decay,
     )
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(opt, total_steps))
-    engine, _, _, _ = deepspeed.initialize(
-        model=model,
-        optimizer=optimizer,
-        lr_scheduler=scheduler,
-        config=deepspeed_config(spec, micro_batch, accumulation, bf16),
-    )
+    with notes_to_stderr():
+        engine, _, _, _ = deepspeed.initialize(
+            model=model,
+            optimizer=optimizer,
+            lr_scheduler=scheduler,
+            config=deepspeed_config(spec, micro_batch, accumulation, bf16),
+        )
     return engine, scheduler
 
 
