@@ -18,7 +18,7 @@ from curation.decontaminate import decontaminate
 from curation.decontaminate.scan import decontamination_scope
 from curation.dedup import exact_dedup, near_dedup
 from curation.difficulty import disjoint_from
-from lake.steps import Step
+from lake.steps import Step, skipped_step
 
 
 def cleaning(
@@ -92,7 +92,7 @@ def near_dedup_step(
 def disjoint_from_sft(params: dict[str, Any], build: Build) -> list[Step]:
     """Drop prompts the recipe's `sft_datasets` already hold (none when it names none)."""
     if not params["sft_datasets"]:
-        return []
+        return [skipped_step("disjoint_from_sft", "sft_datasets is empty")]
     return [
         Step(
             "disjoint_from_sft",

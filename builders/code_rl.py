@@ -22,7 +22,7 @@ from builders.runner import Build
 from curation.code.checkable import filter_checkable_by_tests
 from curation.difficulty import difficulty_filter, measure_pass_rates
 from curation.generate.samples import Sampler
-from lake.steps import Step
+from lake.steps import Step, skipped_step
 
 NAME = "code_rl"
 DOMAIN = "code"
@@ -77,6 +77,8 @@ def steps(params: dict[str, Any], build: Build) -> list[Step]:
                     scope="rows",
                 )
             )
+        else:
+            recipe.append(skipped_step(f"{label}_pass_rate", f"{label} is none"))
     if labels:
         recipe.append(
             Step(
@@ -91,6 +93,8 @@ def steps(params: dict[str, Any], build: Build) -> list[Step]:
                 scope="rows",
             )
         )
+    else:
+        recipe.append(skipped_step("difficulty", "weak and strong are none"))
     return recipe
 
 

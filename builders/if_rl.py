@@ -26,7 +26,7 @@ from builders.runner import Build
 from curation.difficulty import difficulty_filter
 from curation.generate.samples import Sampler
 from curation.instructions import attach_instructions, measure_instruction_pass_rates
-from lake.steps import Step
+from lake.steps import Step, skipped_step
 
 NAME = "if_rl"
 DOMAIN = "if"
@@ -96,6 +96,11 @@ def steps(params: dict[str, Any], build: Build) -> list[Step]:
                 },
                 scope="rows",
             ),
+        ]
+    else:
+        recipe += [
+            skipped_step("policy_pass_rate", "policy is none"),
+            skipped_step("difficulty", "policy is none"),
         ]
     return recipe
 

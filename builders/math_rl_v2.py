@@ -25,7 +25,7 @@ from builders.runner import Build
 from curation.difficulty import difficulty_filter, majority_answer_check, measure_pass_rates
 from curation.generate.samples import Sampler
 from curation.math.filters import DEFAULT_RULES, filter_math_rl_prompts
-from lake.steps import Step
+from lake.steps import Step, skipped_step
 
 NAME = "math_rl_v2"
 DOMAIN = "math"
@@ -77,6 +77,8 @@ def steps(params: dict[str, Any], build: Build) -> list[Step]:
                 scope="rows",
             )
         )
+    else:
+        recipe.append(skipped_step("majority_answer", "teacher is none"))
     if params["weak"]:
         weak = Sampler.from_params(params["weak"])
         recipe += [
@@ -92,6 +94,11 @@ def steps(params: dict[str, Any], build: Build) -> list[Step]:
                 {"easy_label": "weak", "easy_at_least": params["too_easy_at"]},
                 scope="rows",
             ),
+        ]
+    else:
+        recipe += [
+            skipped_step("weak_pass_rate", "weak is none"),
+            skipped_step("too_easy", "weak is none"),
         ]
     return [*recipe, *disjoint_from_sft(params, build)]
 

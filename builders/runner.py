@@ -235,7 +235,15 @@ def build_dataset(
             if run.drops
             else None
         ),
-        sources=[SourceFile(path=p, rows=n) for p, n in report.rows_by_path.items()],
+        sources=[
+            SourceFile(
+                path=p,
+                rows=n,
+                version=report.pins[p].version,
+                content_hash=report.pins[p].content_hash,
+            )
+            for p, n in report.rows_by_path.items()
+        ],
         benchmarks=build.benchmarks,
         params=_jsonable(params),
         funnel=[*(f for f in ingest_funnel if f.dropped), *run.funnel],

@@ -104,6 +104,8 @@ def build_dataset_command(
         reasons = "\n".join(
             f"{r} {n:,}" for r, n in sorted(entry.dropped.items(), key=lambda x: -x[1])
         )
+        if entry.skipped:
+            reasons = f"skipped: {entry.skipped}"
         table.add_row(
             plain(entry.step),
             f"{entry.rows_in:,}",

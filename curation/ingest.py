@@ -29,6 +29,7 @@ path (Polars' fast reader of clean jsonl blocks, the line-by-line Python reader,
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import math
@@ -92,6 +93,33 @@ class IngestReport:
     malformed: list[Malformed] = field(default_factory=list)
     drops_version: VersionInfo | None = None
     run: StepRun | None = None
+    pins: dict[str, SourcePin] = field(default_factory=dict)
+    """Each source's exact identity: a lake table's version and content hash, a local file's
+    (or saved dataset directory's) sha256; empty for a hub id."""
+
+
+@dataclass(frozen=True)
+class SourcePin:
+    version: str | None = None
+    content_hash: str | None = None
+
+
+def source_pin(path: str, table: VersionInfo | None) -> SourcePin:
+    """What pins a source: the table version it read, or the sha256 of the bytes on disk."""
+    if table is not None:
+        return SourcePin(table.ref, table.content_hash)
+    local = Path(path)
+    if local.is_file():
+        with local.open("rb") as fh:
+            return SourcePin(None, "sha256:" + hashlib.file_digest(fh, "sha256").hexdigest())
+    if local.is_dir():
+        digest = hashlib.sha256()
+        for file in sorted(f for f in local.rglob("*") if f.is_file()):
+            digest.update(str(file.relative_to(local)).encode() + b"\0")
+            with file.open("rb") as fh:
+                digest.update(hashlib.file_digest(fh, "sha256").digest())
+        return SourcePin(None, "sha256:" + digest.hexdigest())
+    return SourcePin()
 
 
 def parse_mapping(text: str | None) -> dict[str, str]:
@@ -727,6 +755,7 @@ def ingest(
         "split": split,
     }
     parents = [info.ref for info in tables.values() if info is not None]
+    pins = {path: source_pin(path, tables[path]) for path in paths}
     try:
         run = run_steps(
             lake,
@@ -750,6 +779,7 @@ def ingest(
         malformed=malformed,
         drops_version=run.drops,
         run=run,
+        pins=pins,
     )
 
 

@@ -77,12 +77,25 @@ class Step:
     scope: Literal["rows", "table"] = "table"
     partition: str | None = None
     fan_out: bool = False
+    skipped: str | None = None
+    """Why the recipe skips this step (e.g. its model is `none`): it keeps every row and
+    shows in the funnel as skipped, so a reader sees what did not run."""
 
     def __post_init__(self) -> None:
         if not self.name:
             raise ValueError("a step needs a name")
         if self.scope not in SCOPES:
             raise ValueError(f"step {self.name}: scope must be one of {SCOPES}, got {self.scope!r}")
+
+
+def _keep_all(df: pl.DataFrame) -> StepResult:
+    """A skipped step's operator: every row kept, none dropped."""
+    return StepResult(df, df.clear())
+
+
+def skipped_step(name: str, why: str) -> Step:
+    """The step `name` of a recipe, not run because `why`."""
+    return Step(name, _keep_all, scope="rows", skipped=why)
 
 
 @dataclass
@@ -246,6 +259,7 @@ def step_funnel(
         dropped=dict(sorted(dropped.items())),
         seconds=round(seconds, 3),
         stats=json.loads(json.dumps(stats, default=str)),
+        skipped=step.skipped,
     )
 
 

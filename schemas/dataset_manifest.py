@@ -23,6 +23,11 @@ class SourceFile(BaseModel):
 
     path: str
     rows: int
+    version: str | None = None
+    """The lake table version read (`math_raw@1`); None for a file."""
+    content_hash: str | None = None
+    """The table version's content hash, or `sha256:<hex>` of a local file's (or saved
+    dataset directory's) bytes; None for a hub id (its revision is the hub's to pin)."""
 
 
 class BenchmarkUsed(BaseModel):
@@ -52,6 +57,8 @@ class FunnelStep(BaseModel):
     dropped: dict[str, int] = Field(default_factory=dict)
     seconds: float = 0.0
     stats: dict = Field(default_factory=dict)
+    skipped: str | None = None
+    """Why the recipe did not run this step (its model is `none`, ...); None when it ran."""
 
 
 class DatasetManifest(BaseModel):

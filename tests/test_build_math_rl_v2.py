@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -83,7 +84,22 @@ def test_manifest_records_funnel_hashes_and_benchmarks(demo_build) -> None:
         "decontaminate",
         "exact_dedup",
         "near_dedup",
+        "majority_answer",
+        "weak_pass_rate",
+        "too_easy",
+        "disjoint_from_sft",
     ]
+    # the demo has no models and no SFT sets: those steps show as skipped, with why
+    assert {s["step"]: s["skipped"] for s in manifest["funnel"][4:]} == {
+        "majority_answer": "teacher is none",
+        "weak_pass_rate": "weak is none",
+        "too_easy": "weak is none",
+        "disjoint_from_sft": "sft_datasets is empty",
+    }
+    assert all(s["skipped"] is None for s in manifest["funnel"][:4])
+    (source,) = manifest["sources"]
+    on_disk = hashlib.sha256(Path(source["path"]).read_bytes()).hexdigest()
+    assert source["content_hash"] == f"sha256:{on_disk}" and source["version"] is None
     for a, b in zip(manifest["funnel"], manifest["funnel"][1:], strict=False):
         assert a["rows_out"] == b["rows_in"]
         assert a["rows_in"] - a["rows_out"] == sum(a["dropped"].values())
@@ -115,6 +131,43 @@ def test_rebuild_is_deterministic_and_a_new_version(tmp_path: Path) -> None:
     assert (first.manifest.version, second.manifest.version) == (1, 2)
     assert first.manifest.output.content_hash == second.manifest.output.content_hash
     assert (tmp_path / "m/datasets/math_rl_v2/v2.json").exists()
+
+
+def test_the_same_build_in_two_lakes_has_the_same_hashes(tmp_path: Path) -> None:
+    builds = [
+        build_dataset(
+            Lake(tmp_path / d / "lake"),
+            math_rl_v2,
+            profile="demo",
+            manifests_dir=tmp_path / d / "manifests",
+        )
+        for d in ("here", "elsewhere")
+    ]
+    here, elsewhere = (b.manifest for b in builds)
+    assert here.output.content_hash == elsewhere.output.content_hash
+    assert here.inputs[0].content_hash == elsewhere.inputs[0].content_hash
+    assert [s.content_hash for s in here.sources] == [s.content_hash for s in elsewhere.sources]
+    assert here.sources[0].path != elsewhere.sources[0].path
+
+    # a lake table as the source: the manifest pins the version it read and its hash
+    lake = Lake(tmp_path / "here" / "lake")
+    sources = lake.resolve("math_rl_v2_sources@1")
+    again = build_dataset(
+        lake,
+        math_rl_v2,
+        sources=["math_rl_v2_sources@1"],
+        overrides={
+            "teacher": None,
+            "weak": None,
+            "sft_datasets": [],
+            "benchmarks": here.params["benchmarks"],
+        },
+        manifests_dir=tmp_path / "here" / "manifests",
+        out="math_rl_v2_again",
+    ).manifest
+    (pin,) = again.sources
+    assert (pin.version, pin.content_hash) == ("math_rl_v2_sources@1", sources.content_hash)
+    assert again.output.content_hash == here.output.content_hash
 
 
 def test_overrides_are_typed_and_checked() -> None:

@@ -188,7 +188,11 @@ def test_if_rl_without_a_policy_keeps_every_attached_prompt(
     lake.commit("if_rl_sources", prompts_frame(PROMPTS), kind="prompts")
     settings = {**params(shared_data, None), "sft_datasets": []}
     steps = if_rl.steps(settings, Build(lake=lake, profile="default", workdir=tmp_path))
-    assert [s.name for s in steps][-1] == "attach_instructions"
+    assert [(s.name, s.skipped) for s in steps][-3:] == [
+        ("attach_instructions", None),
+        ("policy_pass_rate", "policy is none"),
+        ("difficulty", "policy is none"),
+    ]
     run_steps(lake, "if_rl_sources", steps, out="if_rl", kind="prompts", producer="test")
     assert pl.from_arrow(lake.read("if_rl"))["uid"].to_list() == [
         "src:1",
@@ -207,6 +211,9 @@ def test_if_rl_step_list_without_loading_anything() -> None:
         "near_dedup",
         "disjoint_from_sft",
         "attach_instructions",
+        "policy_pass_rate",
+        "difficulty",
     ]
+    assert [s.skipped for s in recipe_steps(if_rl)][-2:] == ["policy is none"] * 2
     with_policy = recipe_steps(if_rl, {"policy": {"model": "Qwen/Qwen3-8B", "backend": "vllm"}})
     assert [s.name for s in with_policy][-2:] == ["policy_pass_rate", "difficulty"]

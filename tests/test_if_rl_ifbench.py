@@ -120,6 +120,8 @@ def test_if_rl_ifbench_builds_rl_if_ifbench(lake: Lake, shared_data: Path, tmp_p
         ("near_dedup", 8, 7),
         ("disjoint_from_sft", 7, 6),
         ("attach_instructions", 6, 5),
+        ("policy_pass_rate", 5, 5),  # skipped: no policy model
+        ("difficulty", 5, 5),
     ]
     assert kept["base_problem"].to_list()[2] == "Explain how a bicycle gear works."  # system aside
     # Every kept prompt carries 1-10 IF-RLVR constraints, no two conflicting, and is an RL
@@ -209,7 +211,8 @@ def test_toy_profiles_build_from_tiny_prompts_without_a_model(
         assert taxonomy.witness(ids, json.loads(kwargs)) is not None
     # the toy eval prompts are what the RL prompts are decontaminated against
     assert report.manifest.benchmarks[0].items == 42
-    assert [f.step for f in report.manifest.funnel][-1] == "attach_instructions"
+    ran = [f.step for f in report.manifest.funnel if not f.skipped]
+    assert ran[-1] == "attach_instructions"
 
 
 def test_if_rl_ifbench_step_list_without_loading_anything() -> None:
@@ -221,10 +224,13 @@ def test_if_rl_ifbench_step_list_without_loading_anything() -> None:
         "near_dedup",
         "disjoint_from_sft",
         "attach_instructions",
+        "policy_pass_rate",
+        "difficulty",
     ]
-    attach = recipe_steps(if_rl_ifbench)[-1]
+    (attach,) = [s for s in recipe_steps(if_rl_ifbench) if s.name == "attach_instructions"]
     assert attach.params["taxonomy"] == "iftrain" and attach.params["per_prompt"] == [1, 5]
-    assert recipe_steps(if_rl)[-1].params["per_prompt"] == [1, 10]
+    (if_attach,) = [s for s in recipe_steps(if_rl) if s.name == "attach_instructions"]
+    assert if_attach.params["per_prompt"] == [1, 10]
 
 
 def test_a_grpo_stage_fails_on_an_instruction_id_it_cannot_decide() -> None:

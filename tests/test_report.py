@@ -123,7 +123,14 @@ def test_report_page_is_self_contained_and_written_next_to_the_manifest(demo) ->
     funnel = re.search(r'Plotly\.newPlot\(\s*"chart-funnel",\s*(\[.*?\]),\s*\{', html, re.S)
     assert funnel, "the funnel chart's script is missing"
     [trace] = json.loads(funnel.group(1))
-    assert trace["type"] == "funnel" and trace["x"] == [671, 546, 520, 468, 420]
+    assert trace["type"] == "funnel" and trace["x"] == [671, 546, 520, 468, 420, 420, 420, 420, 420]
+    assert trace["y"][5:] == [
+        "majority_answer (skipped)",
+        "weak_pass_rate (skipped)",
+        "too_easy (skipped)",
+        "disjoint_from_sft (skipped)",
+    ]
+    assert "(skipped: teacher is none)" in html  # the funnel table says why
     for chart in ("drops", "contamination", "clusters"):
         assert f'id="chart-{chart}"' in html
     assert 'id="chart-pass_rates"' not in html  # no difficulty table in the demo lake

@@ -37,7 +37,7 @@ def chart_html(figure: go.Figure, div_id: str) -> str:
 
 def funnel_figure(input_rows: int, funnel: Sequence[FunnelStep]) -> go.Figure:
     """Rows left after each step, from the rows read at the start."""
-    stages = ["input", *(f.step for f in funnel)]
+    stages = ["input", *(f"{f.step} (skipped)" if f.skipped else f.step for f in funnel)]
     rows = [input_rows, *(f.rows_out for f in funnel)]
     figure = go.Figure(
         go.Funnel(y=stages, x=rows, textinfo="value+percent initial", marker={"color": "#4c78a8"})
