@@ -21,6 +21,7 @@ from urllib.parse import quote
 
 import pytest
 from selenium import webdriver
+from selenium.common.exceptions import TimeoutException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -215,6 +216,46 @@ def test_the_demo_builds_report_file_in_the_browser(demo, browser, shots) -> Non
         assert browser.save_screenshot(str(shot))
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 50_000
         browser.set_window_size(1400, 1000)
+
+
+CHART_OVERLAPS = """
+const box = r => ({left: r.left, right: r.right, top: r.top, bottom: r.bottom});
+const meets = (a, b) => Math.min(a.right, b.right) - Math.max(a.left, b.left) > 1 &&
+                        Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > 1;
+const problems = [];
+for (const chart of document.querySelectorAll('.js-plotly-plot')) {
+  const svg = box(chart.querySelector('.main-svg').getBoundingClientRect());
+  const cell = chart.closest('.grid > *') || chart.parentElement;
+  const room = box(cell.getBoundingClientRect());
+  if (svg.left < room.left - 1 || svg.right > room.right + 1)
+    problems.push(`${chart.id} is ${svg.right - svg.left}px wide in a ${room.right - room.left}px cell`);
+  for (const other of cell.parentElement.children) {
+    if (other === cell || !cell.parentElement.classList.contains('grid')) continue;
+    for (const el of [other, ...other.querySelectorAll('*')]) {
+      if (meets(svg, box(el.getBoundingClientRect()))) {
+        problems.push(`${chart.id} covers ${el.tagName.toLowerCase()}${el.id ? '#' + el.id : ''}`);
+        break;
+      }
+    }
+  }
+}
+return problems;
+"""
+
+
+@pytest.mark.parametrize("width", [1024, 1400, 1920])
+def test_report_charts_fit_their_cells_at_every_width(demo, browser, shots, width) -> None:
+    _, lake, _ = demo
+    path = write_report(lake, "math_rl_v2@1")
+    with screenshot_on_failure(browser, shots, f"report-layout-{width}"):
+        browser.set_window_size(width, 1000)
+        browser.get(path.resolve().as_uri())
+        funnel_points(browser)  # drawn
+        wait(browser).until(lambda d: d.execute_script("return document.readyState") == "complete")
+        with contextlib.suppress(TimeoutException):  # plotly debounces its relayouts
+            wait(browser, 5).until(lambda d: d.execute_script(CHART_OVERLAPS) == [])
+        assert browser.execute_script(CHART_OVERLAPS) == []
+    browser.set_window_size(1400, 1000)
 
 
 def lake_hashes(root: Path) -> dict[str, str]:
