@@ -17,7 +17,7 @@ from curation.generate import (
 )
 from curation.generate.backend import render_chat
 from curation.generate.hf import HfBackend, completion_length
-from curation.generate.plan import prompts_from_records
+from curation.generate.plan import model_identity, prompts_from_records
 from curation.generate.tiny_teacher import build_tiny_teacher
 from lake.catalog import Lake
 from schemas.generation import GENERATIONS
@@ -184,7 +184,12 @@ def test_generate_to_lake_caches_by_fingerprint(tmp_path: Path, random_teacher: 
     )
     assert {r["prompt_id"] for r in rows} == {p for p, _ in prompts}
     assert all(r["truncated"] == (r["finish_reason"] == "length") for r in rows)
-    assert all(r["model"] == random_teacher and r["backend"] == "hf" for r in rows)
+    # rows name the local model by its directory's name and the hash of its files
+    identity = model_identity(random_teacher)
+    assert (
+        identity.startswith(Path(random_teacher).name + "@") and len(identity.split("@")[1]) == 16
+    )
+    assert all(r["model"] == identity and r["backend"] == "hf" for r in rows)
 
     again = generate_to_lake(lake, prompts, k=2, **kwargs)
     assert (again.cached, again.generated, again.versions) == (12, 0, [])
@@ -228,6 +233,27 @@ def test_a_model_named_apart_from_its_directory_writes_the_same_rows_anywhere(
         assert not any(str(tmp_path) in json.dumps(r, default=str) for r in rows)
         tables.append(sorted(rows, key=lambda r: r["id"]))
     assert tables[0] == tables[1]
+
+    # the same with the model given by its path: rows name it by its files, not where it is
+    tables = []
+    for place in ("a", "b"):
+        lake = Lake(tmp_path / place / "lake2")
+        generate_to_lake(
+            lake,
+            prompts,
+            output="gens",
+            teacher=Teacher(str(tmp_path / place / "weights")),
+            backend="hf",
+            backend_options={"batch_size": 4, "num_threads": 1},
+            modes=["think"],
+            k=2,
+            sampling=SamplingParams(max_new_tokens=5, temperature=1.0),
+            show_progress=False,
+        )
+        rows = lake.read("gens").to_pylist()
+        assert not any(str(tmp_path) in json.dumps(r, default=str) for r in rows)
+        tables.append(sorted(rows, key=lambda r: r["id"]))
+    assert tables[0] == tables[1] and tables[0][0]["model"].startswith("weights@")
     with pytest.raises(BackendError, match="directory .*nope does not exist"):
         HfBackend("named", path=str(tmp_path / "nope"))
 
@@ -283,3 +309,20 @@ def test_reasoning_markers_survive_decoding_when_the_tokenizer_marks_them_specia
     kept = [t for t in ids + [tokenizer.pad_token_id] if t not in backend.hidden_ids]
     text = tokenizer.decode(kept, skip_special_tokens=False)
     assert text.startswith("<think>") and "</think>" in text and "<|endoftext|>" not in text
+
+
+def test_a_local_models_identity_is_its_files(tmp_path: Path) -> None:
+    import shutil
+
+    model = tmp_path / "a" / "final"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text('{"hidden_size": 8}')
+    (model / "model.safetensors").write_bytes(b"weights")
+    (model / "trained_on.json").write_text('{"when": "now", "lake": "/here"}')
+    first = model_identity(str(model))
+    copy = shutil.copytree(model, tmp_path / "b" / "final")
+    (copy / "trained_on.json").write_text('{"when": "later", "lake": "/there"}')
+    assert model_identity(str(copy)) == first and first.startswith("final@")
+    (copy / "model.safetensors").write_bytes(b"other weights")
+    assert model_identity(str(copy)) != first
+    assert model_identity("Qwen/Qwen3-8B") == "Qwen/Qwen3-8B"  # hub ids stay as given

@@ -21,13 +21,17 @@ from curation.environments.python import PYTHON_TOOL
 from curation.verify.workplace import workplace_task
 
 
-def product_tasks(n: int, seed: int, exclude: set[str] = frozenset()) -> list[dict]:
-    """`n` distinct tasks `What is A * B?` (A, B in 100..999), none of `exclude`'s uids."""
+def product_tasks(
+    n: int, seed: int, exclude: set[str] = frozenset(), digits: int = 3
+) -> list[dict]:
+    """`n` distinct tasks `What is A * B?` (A, B of `digits` digits: 100..999 by default),
+    none of `exclude`'s uids."""
     rng = random.Random(seed)
     rows: list[dict] = []
     seen = set(exclude)
+    low, high = 10 ** (digits - 1), 10**digits - 1
     while len(rows) < n:
-        a, b = rng.randint(100, 999), rng.randint(100, 999)
+        a, b = rng.randint(low, high), rng.randint(low, high)
         uid = f"mul:{a}x{b}"
         if uid in seen:
             continue
@@ -75,17 +79,19 @@ def write_toy_agentic_files(
     rl: int = 400,
     held_out: int = 64,
     no_tool_share: float = 0.0,
+    digits: int = 3,
 ) -> dict[str, str]:
     """sft.jsonl (trajectories; `no_tool_share` of them the teacher guessing without the
-    tool), rl.jsonl and eval.jsonl (tasks), disjoint; their sha256."""
-    evaluation = product_tasks(held_out, seed + 2)
+    tool), rl.jsonl and eval.jsonl (tasks of `digits`-digit operands), disjoint; their
+    sha256."""
+    evaluation = product_tasks(held_out, seed + 2, digits=digits)
     taken = {r["uid"] for r in evaluation}
-    rl_rows = product_tasks(rl, seed + 1, taken)
+    rl_rows = product_tasks(rl, seed + 1, taken, digits=digits)
     taken |= {r["uid"] for r in rl_rows}
     rng = random.Random(f"no_tool:{seed}")
     sft_rows = [
         guessed_answer(r) if rng.random() < no_tool_share else tool_trajectory(r)
-        for r in product_tasks(sft, seed, taken)
+        for r in product_tasks(sft, seed, taken, digits=digits)
     ]
     return {
         "sft": write_jsonl(data / "sft.jsonl", sft_rows),
@@ -110,12 +116,18 @@ def toy_agentic_manifest(
     grpo_learning_rate: float = 1e-4,
     no_tool_share: float = 0.0,
     temperature: float = 1.0,
+    digits: int = 3,
 ) -> Path:
     """Data and a training manifest (SFT on trajectories -> GRPO in the python environment)
     under `out`; returns the manifest's path."""
     data = out / "data"
     digests = write_toy_agentic_files(
-        data, seed, sft=sft_rows, held_out=held_out, no_tool_share=no_tool_share
+        data,
+        seed,
+        sft=sft_rows,
+        held_out=held_out,
+        no_tool_share=no_tool_share,
+        digits=digits,
     )
     prompt = {"prompt_column": "problem"}
     spec = {

@@ -25,7 +25,7 @@ from curation.environments import environment_named
 from curation.environments.runner import AgentEpisode, EpisodeRunner, EpisodeStart
 from curation.generate.backend import Backend
 from curation.generate.backends import make_backend
-from curation.generate.plan import Teacher, check_samples
+from curation.generate.plan import Teacher, check_samples, model_identity
 from curation.generate.run import ChunkedAppend, cached_ids
 from lake.catalog import Lake
 from schemas.environment import EPISODES, Environment, EpisodeLimits
@@ -43,6 +43,8 @@ class EpisodeJob:
     sample_index: int
     seed: int
     model: str
+    """Where the model loads from; rows name it by `identity` (`model_identity`)."""
+    identity: str
 
 
 @dataclass
@@ -77,9 +79,10 @@ def plan_episodes(
         inputs = {c: row.get(c) for c in sorted(set(environment.columns) | {"messages"})}
         for mode in modes:
             model = teacher.model_for(mode)
+            identity = model_identity(model)
             for index in range(k):
                 payload = {
-                    "model": model,
+                    "model": identity,
                     "inputs": inputs,
                     "environment": environment.name,
                     "mode": mode,
@@ -92,7 +95,9 @@ def plan_episodes(
                 }
                 encoded = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str)
                 key = xxhash.xxh3_128_hexdigest(encoded.encode())
-                jobs.append(EpisodeJob(key, prompt_id, row, mode, index, seed + index, model))
+                jobs.append(
+                    EpisodeJob(key, prompt_id, row, mode, index, seed + index, model, identity)
+                )
     return jobs
 
 
@@ -111,7 +116,7 @@ def episode_row(
         "id": job.id,
         "prompt_id": job.prompt_id,
         "environment": environment.name,
-        "model": job.model,
+        "model": job.identity,
         "backend": backend,
         "mode": job.mode,
         "mode_switch": teacher.mode_switch,

@@ -8,9 +8,11 @@ input that determines the sample and is the cache key in the generations table.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -76,7 +78,8 @@ class Teacher:
 
 @dataclass(frozen=True)
 class Job:
-    """One sample to produce and where it came from."""
+    """One sample to produce and where it came from (`request.model` is where the model
+    loads from; `model` is how rows name it: `model_identity`)."""
 
     request: GenerationRequest
     prompt_id: str
@@ -84,6 +87,42 @@ class Job:
     sample_index: int
     mode_switch: ModeSwitch
     messages_json: str
+    model: str
+
+
+NOT_MODEL_FILES = frozenset({"trained_on.json", "README.md"})
+"""Files of a checkpoint directory that do not change what the model generates (the
+training run's provenance record, a model card)."""
+
+
+def model_identity(model: str) -> str:
+    """How rows and cache keys name a model: a hub id or a server's model name as given; a
+    local checkpoint directory as `<its name>@<hash of its files>`, so that neither moving
+    the model nor the lake it was trained in changes a row or a content hash."""
+    path = Path(model)
+    if not path.is_dir():
+        return model
+    files = sorted(
+        f
+        for f in path.rglob("*")
+        if f.is_file()
+        and f.name not in NOT_MODEL_FILES
+        and not any(part.startswith(".") for part in f.relative_to(path).parts)
+    )
+    stamp = tuple((str(f.relative_to(path)), f.stat().st_size, f.stat().st_mtime_ns) for f in files)
+    return _local_identity(str(path.resolve()), stamp)
+
+
+@functools.lru_cache(maxsize=64)
+def _local_identity(path: str, stamp: tuple[tuple[str, int, int], ...]) -> str:
+    """The files' hash, computed once per (directory, file sizes and times)."""
+    digest = xxhash.xxh3_128()
+    for relative, _, _ in stamp:
+        digest.update(relative.encode() + b"\0")
+        with open(Path(path) / relative, "rb") as fh:
+            for block in iter(lambda fh=fh: fh.read(1 << 24), b""):
+                digest.update(block)
+    return f"{Path(path).name}@{digest.hexdigest()[:16]}"
 
 
 def fingerprint(
@@ -134,14 +173,17 @@ def plan_jobs(
         messages_json = json.dumps(list(messages), ensure_ascii=False)
         for mode in modes:
             model = teacher.model_for(mode)
+            identity = model_identity(model)
             sent = teacher.messages_for(messages, mode)
             kwargs = teacher.template_kwargs_for(mode)
             mode_switch = teacher.mode_switch
             for index in range(k):
                 sample_seed = seed + index
-                key = fingerprint(model, sent, mode, mode_switch, kwargs, sampling, sample_seed)
+                key = fingerprint(identity, sent, mode, mode_switch, kwargs, sampling, sample_seed)
                 request = GenerationRequest(key, model, sent, sampling, sample_seed, kwargs)
-                jobs.append(Job(request, prompt_id, mode, index, mode_switch, messages_json))
+                jobs.append(
+                    Job(request, prompt_id, mode, index, mode_switch, messages_json, identity)
+                )
     return jobs
 
 

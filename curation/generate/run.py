@@ -92,7 +92,7 @@ def completion_row(job: Job, completion: Completion, backend_name: str) -> dict[
     return {
         "id": request.key,
         "prompt_id": job.prompt_id,
-        "model": request.model,
+        "model": job.model,
         "backend": backend_name,
         "mode": job.mode,
         "mode_switch": job.mode_switch,
