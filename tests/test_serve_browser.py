@@ -204,6 +204,15 @@ def test_the_demo_builds_report_file_in_the_browser(demo, browser, shots) -> Non
             assert browser.find_elements(By.CSS_SELECTOR, f"#chart-{chart} .main-svg")
         row = open_first_sample(browser, "dropped · near_dedup · near_duplicate")
         assert row.find_element(By.CSS_SELECTOR, "pre.twin").is_displayed()
+        # a kept sample's LaTeX is drawn as MathML, not shown as `$2^{3}$`
+        drawn = browser.execute_script(
+            "const m = document.querySelector('details.sample pre.text math msup, "
+            "details.sample pre.text math mfrac, details.sample pre.text math mi');"
+            "if (!m) return null;"
+            "const d = m.closest('details'); d.style.display = ''; d.open = true;"
+            "const r = m.getBoundingClientRect(); return [m.tagName, r.width, r.height];"
+        )
+        assert drawn is not None and drawn[1] > 0 and drawn[2] > 0, drawn
         browser.execute_script("window.scrollTo(0, 0)")
         height = browser.execute_script("return document.body.scrollHeight")
         browser.set_window_size(1400, min(height + 80, 8000))

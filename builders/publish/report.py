@@ -35,6 +35,7 @@ from builders.publish.evidence import (
     text_of,
 )
 from builders.publish.manifest_file import ManifestFile, find_manifest, manifest_path
+from builders.publish.math_markup import render_math
 from lake import Lake, VersionInfo
 from schemas.dataset_manifest import DatasetManifest, FunnelStep
 
@@ -412,6 +413,7 @@ def environment() -> jinja2.Environment:
     env.filters["num"] = lambda v: f"{v:,}" if isinstance(v, int) else v
     env.filters["pretty"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False, default=str)
     env.filters["utc"] = lambda t: t.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    env.filters["math"] = render_math
     return env
 
 
