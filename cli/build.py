@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+from typing import TYPE_CHECKING
 
 import typer
 from rich.progress import (
@@ -17,8 +18,6 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from builders.recipes import RECIPES, recipe_named
-from builders.runner import BuildError, build_dataset, parse_overrides, recipe_steps
 from cli.app import app
 from cli.console import (
     LIST_FORMATS,
@@ -33,11 +32,9 @@ from cli.console import (
     state,
 )
 from cli.executors import EXECUTOR_OPTION, RAY_ADDRESS_OPTION, executor_session
-from curation.ingest import IngestError, parse_mapping
-from lake.catalog import LakeError
-from lake.steps import StepError
-from schemas.dataset_manifest import FunnelStep
-from schemas.tables import SchemaError
+
+if TYPE_CHECKING:
+    from schemas.dataset_manifest import FunnelStep
 
 build_app = typer.Typer(help="Build versioned datasets from recipes.", no_args_is_help=True)
 app.add_typer(build_app, name="build")
@@ -66,6 +63,13 @@ def build_dataset_command(
     ray_address: str = RAY_ADDRESS_OPTION,
 ) -> None:
     """Run a recipe: ingest -> its steps -> a new dataset version + manifest."""
+    from builders.recipes import recipe_named
+    from builders.runner import BuildError, build_dataset, parse_overrides
+    from curation.ingest import IngestError, parse_mapping
+    from lake.catalog import LakeError
+    from lake.steps import StepError
+    from schemas.tables import SchemaError
+
     try:
         recipe = recipe_named(name)
         overrides = parse_overrides(set_ or [], recipe.DEFAULTS)
@@ -143,6 +147,8 @@ def build_progress(name: str, recipe, overrides: dict, *, enabled: bool):
     if not enabled:
         yield lambda entry: None
         return
+    from builders.runner import recipe_steps
+
     names = [s.name for s in recipe_steps(recipe, overrides)]
     progress = Progress(
         TextColumn(f"[bold]build {name}"),
@@ -178,6 +184,8 @@ def build_progress(name: str, recipe, overrides: dict, *, enabled: bool):
 @build_app.command("list")
 def build_list(format_: str = format_option()) -> None:
     """Every recipe with its domain, profiles and first docstring line."""
+    from builders.recipes import RECIPES
+
     records = [
         {
             "recipe": name,
@@ -195,6 +203,9 @@ def build_show(
     name: str = typer.Argument(..., help="Recipe name."), format_: str = format_option()
 ) -> None:
     """A recipe's description, its parameters with defaults, and its steps in order."""
+    from builders.recipes import recipe_named
+    from builders.runner import BuildError, recipe_steps
+
     try:
         recipe = recipe_named(name)
     except BuildError as exc:

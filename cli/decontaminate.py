@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -10,19 +11,19 @@ from cli.app import app
 from cli.console import CascadeError, console, open_lake, plain
 from cli.executors import EXECUTOR_OPTION, RAY_ADDRESS_OPTION, executor_session
 from cli.files import is_file_target, read_lake_table, read_rows, write_rows
-from curation.decontaminate import (
-    DEFAULT_N,
-    RULES,
-    build_stock_ngrams,
-    decontaminate,
-    rule_named,
-)
-from curation.decontaminate.benchmarks import load_benchmarks
-from curation.decontaminate.scan import decontamination_scope
-from lake.steps import Step, StepResult, run_steps
+from cli.lazy_options import lazy_options
+
+if TYPE_CHECKING:
+    from lake.steps import StepResult
 
 
-@app.command("decontaminate")
+def _decontaminate_options() -> dict[str, dict[str, object]]:
+    from curation.decontaminate import DEFAULT_N
+
+    return {"n": {"default": DEFAULT_N}}
+
+
+@app.command("decontaminate", cls=lazy_options(_decontaminate_options))
 def decontaminate_command(
     benchmarks: str = typer.Option(
         ...,
@@ -36,7 +37,7 @@ def decontaminate_command(
     input_: str = typer.Option(None, "--input", help="Input .jsonl file."),
     table: str = typer.Option(None, "--table", help="Lake table to read (name or name@N)."),
     dropped_path: str = typer.Option(None, "--dropped", help="Write dropped rows here (.jsonl)."),
-    n: int = typer.Option(DEFAULT_N, "--n", help="Words per n-gram."),
+    n: int = typer.Option(None, "--n", help="Words per n-gram."),  # default: _decontaminate_options
     rule: str = typer.Option(
         "boilerplate-aware", "--rule", help="literal (any shared n-gram) | boilerplate-aware"
     ),
@@ -62,6 +63,11 @@ def decontaminate_command(
     ray_address: str = RAY_ADDRESS_OPTION,
 ) -> None:
     """Drop rows overlapping benchmark items; dropped rows say which item and n-gram."""
+    from curation.decontaminate import RULES, build_stock_ngrams, decontaminate, rule_named
+    from curation.decontaminate.benchmarks import load_benchmarks
+    from curation.decontaminate.scan import decontamination_scope
+    from lake.steps import Step, run_steps
+
     if (input_ is None) == (table is None):
         raise CascadeError("give exactly one of --input FILE or --table NAME")
     if rule not in RULES:

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import polars as pl
 import typer
 
 from cli.app import app
 from cli.console import CascadeError, console, open_lake, plain
 from cli.executors import EXECUTOR_OPTION, RAY_ADDRESS_OPTION, executor_session
 from cli.files import is_file_target, read_lake_table, read_rows, write_rows
-from curation.dedup import KEEP_APART_CHOICES, exact_dedup, near_dedup
-from lake.steps import Step, key_column, run_steps
 
 
 def _keep_apart(text: str) -> tuple[str, ...]:
+    from curation.dedup import KEEP_APART_CHOICES
+
     if text.strip().lower() == "none":
         return ()
     parts = tuple(p.strip() for p in text.split(",") if p.strip())
@@ -50,6 +49,11 @@ def dedup_command(
     ray_address: str = RAY_ADDRESS_OPTION,
 ) -> None:
     """Drop exact then near duplicates; dropped rows carry cluster_id and duplicate_of."""
+    import polars as pl
+
+    from curation.dedup import exact_dedup, near_dedup
+    from lake.steps import Step, key_column, run_steps
+
     if (input_ is None) == (table is None):
         raise CascadeError("give exactly one of --input FILE or --table NAME")
     if shingle not in ("char", "word") or verify not in ("estimate", "exact", "none"):

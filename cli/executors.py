@@ -11,13 +11,14 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import typer
 
 from cli.console import CascadeError
-from curation.cluster_plans import CLUSTER_PLANS
-from lake.cluster import ClusterError, RayExecutor
-from lake.steps import Executor, LocalExecutor
+
+if TYPE_CHECKING:
+    from lake.steps import Executor
 
 EXECUTORS = ("local", "ray")
 
@@ -42,6 +43,8 @@ def executor_from_options(name: str = "local", address: str | None = None) -> Ex
     if name == "local":
         if address:
             raise CascadeError("--ray-address needs --executor ray")
+        from lake.steps import LocalExecutor
+
         return LocalExecutor()
     if name == "ray":
         try:
@@ -60,6 +63,9 @@ def executor_from_options(name: str = "local", address: str | None = None) -> Ex
                 if not value.isdigit() or int(value) < 1:
                     raise CascadeError(f"{env}={value!r}: expected a positive integer")
                 settings[key] = int(value)
+        from curation.cluster_plans import CLUSTER_PLANS
+        from lake.cluster import RayExecutor
+
         return RayExecutor(address=address, plans=CLUSTER_PLANS, **settings)
     raise CascadeError(f"--executor must be one of {', '.join(EXECUTORS)}, got {name!r}")
 
@@ -69,6 +75,8 @@ def executor_session(name: str = "local", address: str | None = None) -> Iterato
     """`executor_from_options` for the length of a command: a cluster that cannot be reached
     is one sentence (CascadeError), and a Ray instance started here stops at the end."""
     runner = executor_from_options(name, address)
+    from lake.cluster import ClusterError, RayExecutor
+
     try:
         yield runner
     except ClusterError as exc:

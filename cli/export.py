@@ -6,27 +6,33 @@ from pathlib import Path
 
 import typer
 
-from builders.publish import ExportError, PushError, export_dataset, push_dataset
-from builders.publish.export import FORMATS, ROWS_PER_SHARD
-from builders.publish.manifest_file import ManifestMismatchError
 from cli.app import app
 from cli.console import CascadeError, console, open_lake, plain
-from lake import LakeError
+from cli.lazy_options import lazy_options
 
 
-@app.command("export")
+def _export_options() -> dict[str, dict[str, object]]:
+    from builders.publish.export import FORMATS, ROWS_PER_SHARD
+
+    return {"format_": {"help": "|".join(FORMATS)}, "rows_per_shard": {"default": ROWS_PER_SHARD}}
+
+
+@app.command("export", cls=lazy_options(_export_options))
 def export_command(
     ref: str = typer.Argument(..., help="Dataset version: name (latest) or name@N."),
     directory: Path = typer.Argument(..., help="New or empty directory to write."),
-    format_: str = typer.Option("hf", "--format", help="|".join(FORMATS)),
+    format_: str = typer.Option("hf", "--format"),  # help: _export_options
     license_: str = typer.Option("unknown", "--license", help="License id for the card."),
     language: list[str] = typer.Option(None, "--language", help="Language code(s) for the card."),
-    rows_per_shard: int = typer.Option(ROWS_PER_SHARD, "--rows-per-shard"),
+    rows_per_shard: int = typer.Option(None, "--rows-per-shard"),  # default: _export_options
     manifests: list[Path] = typer.Option(
         None, "--manifests", help="Directories to look for the version's manifest in."
     ),
 ) -> None:
     """Write a version as data/<split>-NNNNN-of-NNNNN shards (+ a dataset card for hf)."""
+    from builders.publish import ExportError, ManifestMismatchError, export_dataset
+    from lake import LakeError
+
     try:
         export = export_dataset(
             open_lake(),
@@ -59,6 +65,9 @@ def push_command(
     ),
 ) -> None:
     """Upload a version with its card and manifest to the Hugging Face Hub (token: HF_TOKEN)."""
+    from builders.publish import ExportError, ManifestMismatchError, PushError, push_dataset
+    from lake import LakeError
+
     try:
         pushed = push_dataset(
             open_lake(),

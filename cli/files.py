@@ -11,12 +11,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-
-import polars as pl
+from typing import TYPE_CHECKING
 
 from cli.console import CascadeError, open_lake
-from lake.catalog import LakeError, VersionInfo
-from lake.files import json_lines
+from lake.files import json_lines  # stdlib only
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from lake.catalog import VersionInfo
 
 INPUT_SUFFIXES = (".jsonl", ".ndjson", ".json", ".parquet")
 
@@ -35,6 +38,8 @@ def read_rows(path: Path, *, required: tuple[str, ...] = (), text_fields: tuple[
 
     `required` fields must be present in every row; `text_fields` must also be strings.
     """
+    import polars as pl
+
     if not path.exists():
         raise CascadeError(f"input file {path} does not exist")
     suffix = path.suffix.lower()
@@ -91,6 +96,8 @@ def frame_from_records(records: list[dict]) -> tuple[pl.DataFrame, frozenset[str
 
     A row that lacks a field gets null there (the field is not written back for it).
     """
+    import polars as pl
+
     keys = list(dict.fromkeys(k for r in records for k in r))
     nested = frozenset(k for k in keys if any(isinstance(r.get(k), dict | list) for r in records))
     columns: dict[str, pl.Series] = {}
@@ -135,6 +142,10 @@ def write_rows(df: pl.DataFrame, path: Path, json_columns: frozenset[str] = froz
 
 def read_lake_table(ref: str) -> tuple[pl.DataFrame, VersionInfo]:
     """A lake table version (`name` or `name@N`) of the CLI's lake, and its catalog entry."""
+    import polars as pl
+
+    from lake.catalog import LakeError
+
     lake = open_lake()
     try:
         info = lake.resolve(ref)

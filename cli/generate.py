@@ -4,30 +4,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from cli.app import app
 from cli.console import CascadeError, console, err_console, open_lake, plain, state
 from cli.executors import EXECUTOR_OPTION, RAY_ADDRESS_OPTION, executor_session
-from curation.environments.generate import EpisodeReport, generate_episodes_to_lake
-from curation.generate import (
-    BACKENDS,
-    BackendError,
-    SamplingParams,
-    Teacher,
-    generate_to_lake,
-    prompts_from_records,
-)
-from curation.generate.on_cluster import generation_backend_factory
-from curation.generate.plan import Messages
-from curation.generate.run import report_json
-from curation.ingest import IngestError, read_chunks
-from lake.catalog import Lake, LakeError
-from schemas.environment import EpisodeLimits
-from schemas.generation import MODE_SWITCHES
-from schemas.tables import SchemaError
+
+if TYPE_CHECKING:
+    from curation.environments.generate import EpisodeReport
+    from curation.generate.plan import Messages
+    from lake.catalog import Lake
 
 MODE_CHOICES = {"think": ["think"], "no_think": ["no_think"]}
 MODE_CHOICES["both"] = MODE_CHOICES["think"] + MODE_CHOICES["no_think"]
@@ -48,6 +36,9 @@ def load_rows(
 ) -> tuple[list[tuple[str, dict[str, Any]]], list[str]]:
     """Rows with their chat as `messages` (and every other column, which environments read),
     from a file or a lake table; and the lineage parents."""
+    from curation.generate import prompts_from_records
+    from curation.ingest import read_chunks
+
     if Path(source).exists():
         rows: list[tuple[str, dict[str, Any]]] = []
         for chunk in read_chunks(source):
@@ -157,6 +148,22 @@ def generate_command(
     ray_address: str = RAY_ADDRESS_OPTION,
 ) -> None:
     """Generate k teacher responses per prompt and mode; re-runs compute only what is missing."""
+    from curation.environments.generate import generate_episodes_to_lake
+    from curation.generate import (
+        BACKENDS,
+        BackendError,
+        SamplingParams,
+        Teacher,
+        generate_to_lake,
+    )
+    from curation.generate.on_cluster import generation_backend_factory
+    from curation.generate.run import report_json
+    from curation.ingest import IngestError
+    from lake.catalog import LakeError
+    from schemas.environment import EpisodeLimits
+    from schemas.generation import MODE_SWITCHES
+    from schemas.tables import SchemaError
+
     if backend not in BACKENDS:
         raise CascadeError(f"--backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     if mode not in MODE_CHOICES:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import duckdb
 import typer
 from rich.table import Table
 
@@ -20,9 +20,9 @@ from cli.console import (
     print_records,
     print_table,
 )
-from curation.ingest import IngestError, ingest, parse_mapping
-from lake.catalog import Lake, LakeError
-from schemas.tables import SchemaError
+
+if TYPE_CHECKING:
+    from lake.catalog import Lake
 
 lake_app = typer.Typer(help="Inspect the lake: tables, versions, lineage.", no_args_is_help=True)
 app.add_typer(lake_app, name="lake")
@@ -49,6 +49,10 @@ def ingest_command(
     split: str = typer.Option(None, "--split", help="Split of a Hugging Face dataset."),
 ) -> None:
     """Read sources into a new version of a `prompts` table."""
+    from curation.ingest import IngestError, ingest, parse_mapping
+    from lake.catalog import LakeError
+    from schemas.tables import SchemaError
+
     try:
         report = ingest(
             open_lake(write=True),
@@ -97,6 +101,8 @@ def run_sql(lake: Lake, query: str, format_: str, out: Path | None, limit: int =
         raise CascadeError(f"unknown --format {format_!r}: use {', '.join(SQL_FORMATS)}")
     if format_ == "parquet" and out is None:
         raise CascadeError("--format parquet needs --out FILE")
+    import duckdb
+
     try:
         rel = lake.connect(query).sql(query)
         if rel is None:
@@ -168,6 +174,8 @@ def lake_log(
     name: str = typer.Argument(..., help="Table name."), format_: str = format_option()
 ) -> None:
     """The versions of a table, newest first, with what produced each."""
+    from lake.catalog import LakeError
+
     lake = open_lake()
     try:
         versions = lake.versions(name)
@@ -196,6 +204,8 @@ def lake_show(
     ref: str = typer.Argument(..., help="name or name@N"), format_: str = format_option()
 ) -> None:
     """Schema, row count, hash and lineage of one version."""
+    from lake.catalog import LakeError
+
     try:
         info = open_lake().resolve(ref)
     except LakeError as exc:
@@ -245,6 +255,8 @@ def _short_hash(value: str) -> str:
 @lake_app.command("verify")
 def lake_verify(ref: str = typer.Argument(..., help="name or name@N")) -> None:
     """Recompute a version's content hash from every data file it reads."""
+    from lake.catalog import LakeError
+
     try:
         info = open_lake().verify_hash(ref)
     except LakeError as exc:
@@ -257,6 +269,8 @@ def lake_attach(
     write: bool = typer.Option(False, "--write", help="Attach read-write (one writer at a time)."),
 ) -> None:
     """Print the SQL that opens this lake in any DuckDB client (CLI, notebook)."""
+    import duckdb
+
     lake = open_lake()
     console.print(
         plain(f"-- DuckDB {duckdb.__version__}; the extensions load from their PyPI packages")
@@ -311,6 +325,7 @@ def lake_migrate(
     new: Path = typer.Argument(..., help="Where to write the DuckLake lake (must not exist)."),
 ) -> None:
     """Convert a lake from cascade's own catalog (catalog.duckdb) to DuckLake, version by version."""
+    from lake.catalog import LakeError
     from lake.migrate import migrate_lake
 
     try:

@@ -6,10 +6,8 @@ from pathlib import Path
 
 import typer
 
-from builders.publish import ManifestMismatchError, write_report
 from cli.app import app
 from cli.console import CascadeError, console, open_lake, plain
-from lake import LakeError
 
 
 @app.command("report")
@@ -26,6 +24,9 @@ def report_command(
     ),
 ) -> None:
     """Write a self-contained HTML report: funnel, drops and their evidence, provenance."""
+    from builders.publish import ManifestMismatchError, write_report
+    from lake import LakeError
+
     try:
         path = write_report(open_lake(), ref, out, manifest, search=manifests or ())
     except (LakeError, ManifestMismatchError) as exc:

@@ -35,14 +35,11 @@ from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, unquote, urlsplit
 
-import jinja2
 import typer
 
-from builders.publish.evidence import BenchmarkItems
-from builders.publish.manifest_file import find_manifest
-from builders.publish.report import drop_samples, environment, gather_report, render_report
 from cli.app import app
 from cli.console import CascadeError, console, plain, state
 from cli.serve_query import (
@@ -52,7 +49,9 @@ from cli.serve_query import (
     read_only_connection,
     run_query,
 )
-from lake import Lake, LakeError
+
+if TYPE_CHECKING:
+    from lake import Lake
 
 __all__ = [  # the query guard is part of the viewer's Python API
     "QueryLimits",
@@ -155,6 +154,10 @@ class Viewer:
         search: Sequence[str | os.PathLike[str]] = (),
         limits: QueryLimits | None = None,
     ) -> None:
+        import jinja2
+
+        from builders.publish.report import environment
+
         self.lake = lake
         self.search = list(search)
         self.limits = limits or QueryLimits()
@@ -180,6 +183,8 @@ class Viewer:
 
     def _guarded(self, page: Callable[[], Page]) -> Page:
         """A page, with the lake's errors and bugs as one sentence on it."""
+        from lake import LakeError
+
         try:
             return page()
         except LakeError as exc:
@@ -289,6 +294,8 @@ class Viewer:
         if cached is None:
 
             def rendered() -> Page:
+                from builders.publish.report import gather_report, render_report
+
                 html = render_report(gather_report(self.lake, info.ref, search=self.search))
                 return Page(200, html.encode(), csp=report_csp(html))
 
@@ -305,6 +312,10 @@ class Viewer:
     def row(self, uid: str) -> Page:
         if not uid:
             return self.render("error.html.j2", 400, title="drops of a row", error="give a uid")
+        from builders.publish.evidence import BenchmarkItems
+        from builders.publish.manifest_file import find_manifest
+        from builders.publish.report import drop_samples
+
         con = self.lake.connect("")
         try:
             picked = con.execute(
@@ -554,6 +565,8 @@ def serve_command(
     ),
 ) -> None:
     """Browse the lake read-only: tables, versions, SQL, build reports, drops of a row."""
+    from lake import Lake, LakeError
+
     try:
         lake = Lake(state.lake_path, create=False, read_only=True)
     except LakeError as exc:

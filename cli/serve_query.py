@@ -22,6 +22,7 @@ enough on its own for what it covers:
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shutil
@@ -33,11 +34,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import duckdb
+if TYPE_CHECKING:
+    import duckdb
 
-from lake import Lake
-from lake.catalog import ALIAS
+    from lake import Lake
 
 POLL_SECONDS = 0.05  # how often the watcher looks at the clock and the client
 
@@ -116,7 +118,6 @@ READ_LAKE_FUNCTIONS = frozenset(
     }
 )
 _SYSTEM = {("", ""), ("", "main"), ("system", ""), ("system", "main")}
-_LAKE = {("", ALIAS), (ALIAS, ""), (ALIAS, "main")}
 _ANALYZE = re.compile(r"(ANALYZE|ANALYSE)\b", re.IGNORECASE)
 
 
@@ -136,6 +137,8 @@ class QueryLimits:
 
     def check(self) -> None:
         """Raise ValueError naming the option whose value DuckDB does not take."""
+        import duckdb
+
         for option, name, value in (
             ("--query-memory", "memory_limit", self.memory),
             ("--query-spill", "max_temp_directory_size", self.spill),
@@ -173,6 +176,8 @@ def _one_line(exc: Exception) -> str:
 
 
 def _one_statement(query: str) -> duckdb.Statement:
+    import duckdb
+
     try:
         statements = duckdb.extract_statements(query)
     except duckdb.Error as exc:
@@ -184,6 +189,8 @@ def _one_statement(query: str) -> duckdb.Statement:
 
 def _explained(query: str) -> str:
     """The text of the statement an `EXPLAIN [ANALYZE]` query shows (what follows those words)."""
+    import duckdb
+
     offsets = [offset for offset, _ in duckdb.tokenize(query)]
     start = 1
     if len(offsets) > 1 and _ANALYZE.match(query, offsets[1]):
@@ -192,13 +199,20 @@ def _explained(query: str) -> str:
 
 
 _parser_lock = threading.Lock()
-_parser = duckdb.connect()  # runs json_serialize_sql only: it parses, nothing is executed
+
+
+@functools.cache
+def _parser() -> duckdb.DuckDBPyConnection:
+    """Runs json_serialize_sql only: it parses, nothing is executed (opened at the first query)."""
+    import duckdb
+
+    return duckdb.connect()
 
 
 def _table_functions(select: str) -> list[tuple[str, str, str]]:
     """(catalog, schema, name) of every table function a SELECT calls, from its syntax tree."""
     with _parser_lock:
-        (text,) = _parser.execute("SELECT json_serialize_sql(?)", [select]).fetchone()  # type: ignore[misc]
+        (text,) = _parser().execute("SELECT json_serialize_sql(?)", [select]).fetchone()  # type: ignore[misc]
     tree = json.loads(text)
     if tree.get("error"):
         raise ReadOnlyQueryError(tree.get("error_message") or "the query cannot be parsed")
@@ -227,6 +241,9 @@ def _table_functions(select: str) -> list[tuple[str, str, str]]:
 
 def check_read_only(query: str) -> str:
     """The one read-only statement `query` holds, as text; refused with a sentence otherwise."""
+    from lake.catalog import ALIAS
+
+    lake_schemas = {("", ALIAS), (ALIAS, ""), (ALIAS, "main")}
     statement = _one_statement(query)
     kind = statement.type.name
     select = statement.query
@@ -248,7 +265,7 @@ def check_read_only(query: str) -> str:
             READ_TABLE_FUNCTIONS
             if (catalog, schema) in _SYSTEM
             else READ_LAKE_FUNCTIONS
-            if (catalog, schema) in _LAKE
+            if (catalog, schema) in lake_schemas
             else frozenset()
         )
         if name not in allowed:
@@ -326,6 +343,8 @@ def run_query(
     gone: Callable[[], bool] = lambda: False,
 ) -> QueryResult:
     """Run one read-only query under `limits` and fetch up to `max_rows` of its rows."""
+    import duckdb
+
     statement = check_read_only(query)
     temp_dir = tempfile.mkdtemp(prefix="query-", dir=temp_root)
     try:

@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import polars as pl
 import typer
 
 from cli.app import app
 from cli.console import CascadeError, console, open_lake, plain
 from cli.executors import EXECUTOR_OPTION, RAY_ADDRESS_OPTION, executor_session
 from cli.files import is_file_target, read_lake_table, read_rows, write_rows
-from curation.generate.references import join_references
-from curation.verify.rewards import verifier_kinds, verifier_named
-from curation.verify.table import verify_frame, verify_step
-from lake.catalog import LakeError
-from lake.steps import Step, StepResult, run_steps
+from cli.lazy_options import lazy_options
+
+if TYPE_CHECKING:
+    import polars as pl
+
+    from lake.steps import StepResult
 
 
 def verify_rows(
@@ -28,6 +29,12 @@ def verify_rows(
 ) -> StepResult:
     """Verification as a step: references joined from `prompts` when given (generations);
     keep all rows with their verdict columns, or only those that passed."""
+    import polars as pl
+
+    from curation.generate.references import join_references
+    from curation.verify.table import verify_frame, verify_step
+    from lake.steps import StepResult
+
     if prompts is not None:
         df = join_references(df, prompts)
     if keep == "passed":
@@ -36,9 +43,23 @@ def verify_rows(
     return StepResult(kept=scored, dropped=scored.clear().with_columns(reason=pl.lit("")))
 
 
-@app.command("verify")
+def _verify_options() -> dict[str, dict[str, object]]:
+    """The verifier kinds, from the reward registry (which loads every verifier)."""
+    from curation.verify.rewards import verifier_kinds, verifier_named
+
+    return {
+        "kind": {"help": " | ".join(verifier_kinds())},
+        "reference_field": {
+            "help": "Default: "
+            + ", ".join(f"{verifier_named(k).columns[0]} ({k})" for k in verifier_kinds())
+            + "."
+        },
+    }
+
+
+@app.command("verify", cls=lazy_options(_verify_options))
 def verify_command(
-    kind: str = typer.Option(..., "--kind", help=" | ".join(verifier_kinds())),
+    kind: str = typer.Option(..., "--kind"),  # help: _verify_options
     out: str = typer.Option(
         ..., "--out", help="Output .jsonl/.parquet file, or a lake table name with --table."
     ),
@@ -54,17 +75,17 @@ def verify_command(
         "all", "--keep", help="all: keep every row with its verdict; passed: drop the rest."
     ),
     response_field: str = typer.Option("response", "--response-field"),
-    reference_field: str = typer.Option(
-        None,
-        "--reference-field",
-        help="Default: "
-        + ", ".join(f"{verifier_named(k).columns[0]} ({k})" for k in verifier_kinds())
-        + ".",
-    ),
+    reference_field: str = typer.Option(None, "--reference-field"),  # help: _verify_options
     executor: str = EXECUTOR_OPTION,
     ray_address: str = RAY_ADDRESS_OPTION,
 ) -> None:
     """Verify responses; keeps every input column and adds passed, score and detail."""
+    import polars as pl
+
+    from curation.verify.rewards import verifier_kinds
+    from lake.catalog import LakeError
+    from lake.steps import Step, run_steps
+
     if kind not in verifier_kinds():
         kinds = ", ".join(verifier_kinds())
         raise CascadeError(f"unknown --kind {kind!r}; choose one of {kinds}")
