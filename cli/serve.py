@@ -65,6 +65,7 @@ __all__ = [  # the query guard is part of the viewer's Python API
 ]
 
 MAX_ROWS = 500
+PREVIEW_ROWS = 20  # rows of a table's latest version shown on its page
 REPORTS_KEPT = 8  # rendered reports kept in memory (versions never change)
 CELL_CHARS = 300
 MAX_FORM_BYTES = 256 * 1024
@@ -107,7 +108,13 @@ _PAGES = {
 <td><form class="inline" method="post" action="/sql"><input type="hidden" name="token" value="{{ token }}">
 <input type="hidden" name="q" value="{{ 'SELECT * FROM "' ~ v.ref ~ '" LIMIT 100' }}"><button class="link" id="rows-{{ v.ref }}">rows</button></form>
 {% if v.kind != "drops" %} · <form class="inline" method="post" action="/report/{{ v.ref }}"><input type="hidden" name="token" value="{{ token }}"><button class="link" id="report-{{ v.ref }}">report</button></form>{% endif %}</td></tr>{% endfor %}
-</table></section>{% endblock %}""",
+</table></section>
+<section><h2>Rows of {{ preview.ref }}</h2>
+{% if preview.error %}<p class="error" id="preview-error">{{ preview.error }}</p>{% else %}
+<p class="muted" id="preview-count">the first {{ preview.rows|length }} rows{% if versions[-1].rows > preview.rows|length %} of {{ versions[-1].rows|num }}{% endif %}</p>
+<div style="overflow:auto"><table id="preview"><tr>{% for c in preview.columns %}<th>{{ c }}</th>{% endfor %}</tr>
+{% for row in preview.rows %}<tr>{% for c, cell in zip(preview.columns, row) %}<td>{% if c == "uid" and cell %}<a href="/row?uid={{ cell|urlencode }}">{{ cell }}</a>{% else %}{{ cell }}{% endif %}</td>{% endfor %}</tr>{% endfor %}
+</table></div>{% endif %}</section>{% endblock %}""",
     "sql.html.j2": """{% extends "page.html.j2" %}{% block body %}
 {% include "sqlbox.html.j2" %}
 {% if error %}<section><p class="error" id="sql-error">{{ error }}</p></section>{% endif %}
@@ -266,7 +273,19 @@ class Viewer:
         versions = self.lake.versions(name)
         if not versions:
             self.lake.resolve(name)  # raises LakeError naming the known tables
-        return self.render("table.html.j2", title=name, name=name, versions=versions)
+        latest = versions[-1].ref
+        query = 'SELECT * FROM "' + latest.replace('"', '""') + f'" LIMIT {PREVIEW_ROWS}'
+        preview: dict[str, object] = {"ref": latest, "error": None, "columns": [], "rows": []}
+        try:
+            result = run_query(self.lake, query, self.limits, PREVIEW_ROWS, self._temp)
+            preview.update(
+                columns=result.columns, rows=[[_cell(v) for v in r] for r in result.rows]
+            )
+        except ReadOnlyQueryError as exc:
+            preview["error"] = str(exc)
+        return self.render(
+            "table.html.j2", title=name, name=name, versions=versions, preview=preview
+        )
 
     def sql(self, query: str, gone: Callable[[], bool] = lambda: False) -> Page:
         context: dict[str, object] = {"title": "SQL", "query": query, "columns": None}

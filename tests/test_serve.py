@@ -178,6 +178,12 @@ def test_pages_list_tables_and_versions(served) -> None:
     status, html = get(base + "/table/math_rl_v2")
     assert status == 200 and 'action="/report/math_rl_v2@1"' in html
     assert lake.resolve("math_rl_v2").content_hash[:16] in html
+    # the page previews the latest version's first rows, each uid linking to its drops
+    preview = html.split('<table id="preview">')[1].split("</table>")[0]
+    first = lake.sql('SELECT uid, problem FROM "math_rl_v2@1" LIMIT 1').fetchall()[0]
+    assert preview.count("<tr>") == 1 + 20 and "<th>problem</th>" in preview
+    assert f'<a href="/row?uid={quote(first[0])}">' in preview
+    assert f"the first 20 rows of {lake.resolve('math_rl_v2').rows:,}" in html
     (rows,) = [unescape(q) for q in re.findall(r'name="q" value="([^"]*)"', html)]
     assert rows == 'SELECT * FROM "math_rl_v2@1" LIMIT 100'  # the version's "rows" button
     status, html = run_sql(base, rows)
