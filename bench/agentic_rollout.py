@@ -63,21 +63,22 @@ def latency(episode: int, call: int, seed: int) -> float:
 
 
 class SlowPython(PythonEnvironment):
-    """The python environment with each call delayed by its drawn latency first."""
+    """The python environment with each call delayed by its drawn latency first; with
+    `run=False` the call is its latency alone (a remote tool: no CPU of this machine)."""
 
-    def __init__(self, sandbox: Sandbox, seed: int) -> None:
+    def __init__(self, sandbox: Sandbox, seed: int, run: bool = True) -> None:
         super().__init__(sandbox=sandbox)
-        self.seed = seed
+        self.seed, self.run = seed, run
 
     def open(self, row):
         opening, session = super().open(row)
-        episode, seed, inner = int(row["episode"]), self.seed, session
+        episode, seed, inner, run = int(row["episode"]), self.seed, session, self.run
         calls = iter(range(1000))
 
         class Delayed:
             def call(self, call: ToolCall, timeout_s: float) -> str:
                 time.sleep(latency(episode, next(calls), seed))
-                return inner.call(call, timeout_s)
+                return inner.call(call, timeout_s) if run else "0\n"
 
             def close(self) -> None:
                 inner.close()
@@ -157,7 +158,7 @@ def run_once(loop: str, args, model, tokenizer, sandbox) -> dict:
     sampling = SamplingParams(args.turn_tokens, temperature=1.0, stop_token_ids=(never,))
     limits = EpisodeLimits(max_turns=args.calls + 1, max_total_tokens=100_000, tool_timeout_s=10)
     runner = EpisodeRunner(
-        SlowPython(sandbox, args.seed),
+        SlowPython(sandbox, args.seed, run=args.tool == "python"),
         limits,
         tool_workers=args.episodes,
         **LOOPS[loop],
@@ -203,12 +204,19 @@ def main() -> None:
     parser.add_argument(
         "--seeds", default="0", help="latency draws to run, comma-separated (e.g. 0,1,2)"
     )
+    parser.add_argument(
+        "--tool",
+        choices=("python", "latency"),
+        default="python",
+        help="python: each call runs in the sandbox after its latency (its process shares "
+        "this machine's cores with decoding); latency: the latency alone, as a remote tool",
+    )
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
     torch.manual_seed(0)
     tokenizer = train_bpe_tokenizer(["python print tool_call arguments code boxed Task call"], 300)
     model = build_model("tiny-random:qwen2", None, len(tokenizer), "sdpa", seed=0).eval()
-    mix = f"{args.episodes} episodes x {args.calls} calls, latency mix {LATENCY_MIX}"
+    mix = f"{args.episodes} episodes x {args.calls} calls, {args.tool} tool, latency mix {LATENCY_MIX}"
     ratios: dict[str, list[float]] = {"turn_synchronous": [], "turn_sync_rounds": []}
     with Sandbox(workers=4) as sandbox:
         for seed in seeds:

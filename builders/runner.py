@@ -170,14 +170,14 @@ def build_dataset(
     overrides: dict[str, Any] | None = None,
     mapping: dict[str, str] | None = None,
     profile: str = "default",
-    manifests_dir: str | os.PathLike[str] = "manifests",
+    manifests_dir: str | os.PathLike[str] | None = None,
     on_step: Callable[[FunnelStep], None] | None = None,
     executor: Executor | None = None,
     out: str | None = None,
     write_html_report: bool = True,
 ) -> BuildReport:
     """Build a new version of a recipe's dataset (table `out`, default the recipe's name)
-    and write its manifest."""
+    and write its manifest (under `manifests_dir`, default the lake's `manifests/`)."""
     name = out or recipe.NAME
     params = {**recipe.DEFAULTS, **(overrides or {})}
     workdir = lake.path / "work" / recipe.NAME
@@ -248,7 +248,8 @@ def build_dataset(
         params=_jsonable(params),
         funnel=[*(f for f in ingest_funnel if f.dropped), *run.funnel],
     )
-    path = Path(manifests_dir) / "datasets" / name / f"v{output.version}.json"
+    where = Path(manifests_dir) if manifests_dir is not None else lake.path / "manifests"
+    path = where / "datasets" / name / f"v{output.version}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(manifest.model_dump_json(indent=2) + "\n")

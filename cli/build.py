@@ -55,7 +55,9 @@ def build_dataset_command(
     profile: str = typer.Option(
         "default", "--profile", help="default, or a recipe's bundled profile (demo, toy)."
     ),
-    manifests: str = typer.Option("manifests", "--manifests", help="Where manifests are written."),
+    manifests: str = typer.Option(
+        None, "--manifests", help="Where manifests are written (default: the lake's manifests/)."
+    ),
     out: str = typer.Option(
         None, "--out", help="Output table (default: the recipe's name), e.g. one per SWE sub-task."
     ),

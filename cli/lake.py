@@ -110,6 +110,8 @@ def run_sql(lake: Lake, query: str, format_: str, out: Path | None, limit: int =
         result = rel.to_arrow_table()
     except duckdb.Error as exc:
         raise CascadeError(" ".join(str(exc).split())) from None
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
     if format_ == "table" and out is None:
         show = Table(*result.column_names, show_lines=False)
         for row in result.slice(0, limit).to_pylist():

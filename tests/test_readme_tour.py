@@ -52,5 +52,10 @@ def test_the_readme_tour_runs_as_written(tmp_path: Path) -> None:
             timeout=1200,
         )
         assert done.returncode == 0, f"{command}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
-    assert (work / "toy_export" / "README.md").is_file()
-    assert (work / "math_rl_v2_report.html").stat().st_size > 100_000
+    assert (work / "scratch" / "toy_export" / "README.md").is_file()
+    assert (work / "scratch" / "math_rl_v2_report.html").stat().st_size > 100_000
+    # everything the tour writes is under the lake, scratch/ or build/ (all git-ignored);
+    # dataset manifests live with the lake, not in the project's manifests/
+    assert sorted(p.name for p in work.iterdir()) == ["build", "lakehouse", "manifests", "scratch"]
+    assert not (work / "manifests" / "datasets").exists()
+    assert (work / "lakehouse" / "manifests" / "datasets" / "math_rl_v2").is_dir()
