@@ -89,7 +89,8 @@ class Step:
 
 
 def _keep_all(df: pl.DataFrame) -> StepResult:
-    """A skipped step's operator: every row kept, none dropped."""
+    """A skipped step's operator: every row kept, none dropped (executors do not ship it
+    to workers)."""
     return StepResult(df, df.clear())
 
 
@@ -336,7 +337,8 @@ def run_steps(
             )
             for step in steps:
                 started = time.perf_counter()
-                result = executor.run(step, frame)
+                # a skipped step keeps every row here, never sent to an executor's workers
+                result = step.run(frame) if step.skipped else executor.run(step, frame)
                 _check_accounting(step, frame, result, key)
                 drops.append(drop_rows(result.dropped, input_columns=frame.columns, step=step.name))
                 entry = step_funnel(

@@ -90,7 +90,7 @@ class ToyModel:
         }
 
 
-def model_identity(domain: str, tier: str, path: Path) -> str:
+def toy_model_name(domain: str, tier: str, path: Path) -> str:
     """`toy-<domain>-<tier>@<first 12 hex of the weights' sha256>`."""
     digest = hashlib.sha256((path / "model.safetensors").read_bytes()).hexdigest()
     return f"toy-{domain}-{tier}@{digest[:12]}"
@@ -126,7 +126,7 @@ def toy_setup(workdir: Path) -> ToySetup:
     if not all((m / "config.json").is_file() for m in paths.values()):
         scaled = scaled_specs(root, {"weak": WEAK, "strong": STRONG})
         paths = train_toy_models(root / "models", weak=scaled["weak"], strong=scaled["strong"])
-    models = {name: ToyModel(model_identity("math", name, p), p) for name, p in paths.items()}
+    models = {name: ToyModel(toy_model_name("math", name, p), p) for name, p in paths.items()}
     # The digits the toy models were trained on: the pass rates then spread from easy
     # (one digit, no carry) to hard (two digits, two carries).
     eval_rows = toy_problems(EVAL_PROMPTS, seed=102, digits=DIGITS)
@@ -187,7 +187,7 @@ def toy_models(workdir: Path, domain: str) -> dict[str, ToyModel]:
     if not all((p / "config.json").is_file() for p in paths.values()):
         chats = teacher_chats(root, domain)
         paths = train_chat_models(where, chats, scaled_specs(root, DOMAIN_SPECS[domain]))
-    return {tier: ToyModel(model_identity(domain, tier, p), p) for tier, p in paths.items()}
+    return {tier: ToyModel(toy_model_name(domain, tier, p), p) for tier, p in paths.items()}
 
 
 TEACHER_STEPS_FILE = "teacher_steps.json"
