@@ -154,7 +154,7 @@ def main() -> None:
         lambda: generate_to_lake(
             lake, prompts, output="gens", teacher=Teacher(model), backend="hf",
             backend_factory=lambda _model: _Shared(backend), modes=["think"], k=1,
-            sampling=sampling, chunk_size=32, show_progress=False,
+            sampling=sampling, chunk_size=32,
         )
     )  # fmt: skip
     record(f"generate_to_lake (hf, batch {args.batch_size}, commits of 32)", seconds,

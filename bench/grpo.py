@@ -252,7 +252,7 @@ def step_breakdown(args, shape, device) -> dict:
         }
         path = root / "manifest.json"
         path.write_text(json.dumps(manifest))
-        finals = run_cascade(path, show_progress=False, say=lambda _: None)
+        finals = run_cascade(path, say=lambda _: None)
         log = read_log(root / "run" / "grpo")[1:]  # the first step warms up
         from transformers import AutoModelForCausalLM
 

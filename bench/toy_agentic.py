@@ -50,13 +50,12 @@ def main() -> None:
         shutil.rmtree(args.out)
     manifest = toy_agentic_manifest(args.out, grpo_steps=args.grpo_steps, **SETTINGS)
     began = time.monotonic()
-    run_cascade(manifest, resume=True, show_progress=False, say=print)
+    run_cascade(manifest, resume=True, say=print)
     real_s = time.monotonic() - began
     run_cascade(
         manifest,
         stage="grpo_python",
         resume=True,
-        show_progress=False,
         say=print,
         control="shuffled-rewards",
     )

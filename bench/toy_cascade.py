@@ -89,9 +89,7 @@ def main() -> None:
     for control in (None, "shuffled-rewards"):
         start = time.perf_counter()
         with serve_toy_judge():  # SWE RL's judge (`builders.worlds.toy_judge`)
-            run_cascade(
-                manifest, resume=True, lake_path=args.lake, show_progress=False, control=control
-            )
+            run_cascade(manifest, resume=True, lake_path=args.lake, control=control)
         timings[control or "cascade"] = round(time.perf_counter() - start)
     print(table(run_dir, rl))
     print(f"\nwall seconds (this run, finished stages skipped): {json.dumps(timings)}")

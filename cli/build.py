@@ -8,14 +8,6 @@ import json
 from typing import TYPE_CHECKING
 
 import typer
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.table import Table
 
 from cli.app import app
@@ -23,7 +15,6 @@ from cli.console import (
     LIST_FORMATS,
     CascadeError,
     console,
-    err_console,
     format_option,
     open_lake,
     plain,
@@ -144,40 +135,22 @@ def build_dataset_command(
 
 @contextlib.contextmanager
 def build_progress(name: str, recipe, overrides: dict, *, enabled: bool):
-    """Per-step progress of a build (steps done, the step running, the last step's rows/s,
-    elapsed and ETA); a no-op with --quiet. Yields the runner's `on_step` callback."""
-    if not enabled:
-        yield lambda entry: None
-        return
+    """A build's progress: its steps as a phase, every long phase inside them (a step, model
+    training, generation, verification, pass rates) shown as it runs; nothing with --quiet.
+    Yields the runner's `on_step` callback."""
     from builders.runner import recipe_steps
+    from cli.progress import show_progress
+    from lake.progress import phase
 
     names = [s.name for s in recipe_steps(recipe, overrides)]
-    progress = Progress(
-        TextColumn(f"[bold]build {name}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[current]}"),
-        TextColumn("{task.fields[rate]}"),
-        TimeElapsedColumn(),
-        TextColumn("eta"),
-        TimeRemainingColumn(),
-        console=err_console,
-        transient=True,
-    )
-    with progress:
-        task = progress.add_task(
-            name, total=len(names), current=f"step {names[0]}" if names else "", rate=""
-        )
+    build = phase(f"build {name}", len(names), "steps", estimate=False)
+    with show_progress(enabled), build as steps:
 
         def on_step(entry: FunnelStep) -> None:
-            done = names.index(entry.step) + 1 if entry.step in names else len(names)
-            following = f"step {names[done]}" if done < len(names) else "publishing"
             rate = entry.rows_in / entry.seconds if entry.seconds else 0.0
-            progress.update(
-                task,
-                completed=done,
-                current=following,
-                rate=f"{entry.step}: {rate:,.0f} rows/s",
+            steps.advance(
+                note=f"last: {entry.step}, {entry.rows_in:,} -> {entry.rows_out:,} rows "
+                f"in {entry.seconds:,.1f}s ({rate:,.0f} rows/s)"
             )
 
         yield on_step

@@ -42,15 +42,16 @@ def say_error(message: str, label: str = "error") -> None:
     err_console.print(Text.assemble((f"{label}: ", "bold red"), message), soft_wrap=True)
 
 
-def open_lake(*, write: bool = False):
+def open_lake(*, write: bool = False, read_only: bool = False):
     """The lake the CLI was pointed at (--lake, $CASCADE_LAKE or ./lakehouse).
 
     A command that writes creates a missing lake and says so; one that only reads refuses.
+    `read_only` attaches the catalog READ_ONLY (what `sql` runs user queries on).
     """
     from lake.catalog import Lake, LakeError
 
     try:
-        lake = Lake(state.lake_path, create=write)
+        lake = Lake(state.lake_path, create=write, read_only=read_only)
     except LakeError as exc:
         raise CascadeError(str(exc)) from None
     if lake.created:

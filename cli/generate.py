@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from cli.app import app
-from cli.console import CascadeError, console, err_console, open_lake, plain, state
+from cli.console import CascadeError, console, open_lake, plain
 from cli.executors import EXECUTOR_OPTION, RAY_ADDRESS_OPTION, executor_session
 
 if TYPE_CHECKING:
@@ -148,6 +148,7 @@ def generate_command(
     ray_address: str = RAY_ADDRESS_OPTION,
 ) -> None:
     """Generate k teacher responses per prompt and mode; re-runs compute only what is missing."""
+    from cli.progress import show_progress
     from curation.environments.generate import generate_episodes_to_lake
     from curation.generate import (
         BACKENDS,
@@ -204,26 +205,25 @@ def generate_command(
             rows, parents = load_rows(
                 lake, input_, id_field=id_field, prompt_field=prompt_field, system=system
             )
-            episodes = generate_episodes_to_lake(
-                lake,
-                rows[:limit] if limit is not None else rows,
-                environment=env,
-                output=out,
-                teacher=teacher,
-                backend=backend,
-                backend_options=options,
-                modes=MODE_CHOICES[mode],
-                k=k,
-                sampling=sampling,
-                limits=limits,
-                seed=seed,
-                native_tools=tool_format == "native",
-                chunk_size=chunk_size,
-                flush_seconds=flush_seconds,
-                parents=parents,
-                console=err_console,
-                show_progress=progress and not state.quiet,
-            )
+            with show_progress(progress):
+                episodes = generate_episodes_to_lake(
+                    lake,
+                    rows[:limit] if limit is not None else rows,
+                    environment=env,
+                    output=out,
+                    teacher=teacher,
+                    backend=backend,
+                    backend_options=options,
+                    modes=MODE_CHOICES[mode],
+                    k=k,
+                    sampling=sampling,
+                    limits=limits,
+                    seed=seed,
+                    native_tools=tool_format == "native",
+                    chunk_size=chunk_size,
+                    flush_seconds=flush_seconds,
+                    parents=parents,
+                )
             say_episodes(episodes, json_)
             return
         prompts, parents = load_prompts(
@@ -231,7 +231,7 @@ def generate_command(
         )
         if limit is not None:
             prompts = prompts[:limit]
-        with executor_session(executor, ray_address) as runner:
+        with executor_session(executor, ray_address) as runner, show_progress(progress):
             report = generate_to_lake(
                 lake,
                 prompts,
@@ -246,8 +246,6 @@ def generate_command(
                 chunk_size=chunk_size,
                 flush_seconds=flush_seconds,
                 parents=parents,
-                console=err_console,
-                show_progress=progress and not state.quiet,
                 backend_factory=generation_backend_factory(runner, backend, options),
             )
     except (BackendError, IngestError, LakeError, SchemaError, ValueError) as exc:

@@ -92,7 +92,7 @@ def sql_command(
     limit: int = typer.Option(50, "--limit", help="Rows shown in table format."),
 ) -> None:
     """Query curated data: every table (latest), "name@N", `versions` and `drops`."""
-    run_sql(open_lake(), query, format_, out, limit)
+    run_sql(open_lake(read_only=True), query, format_, out, limit)
 
 
 def run_sql(lake: Lake, query: str, format_: str, out: Path | None, limit: int = 50) -> None:

@@ -13,7 +13,11 @@ def train(
     manifest: str = typer.Option(..., "--manifest", help="Training manifest (JSON)."),
     stage: str = typer.Option(None, "--stage", help="Run only this stage."),
     resume: bool = typer.Option(False, "--resume", help="Continue from the last checkpoint."),
-    progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar."),
+    progress: bool = typer.Option(
+        True,
+        "--progress/--no-progress",
+        help="Show progress (a line every few seconds when not in a terminal).",
+    ),
     control: str = typer.Option(
         None,
         "--control",
@@ -28,21 +32,22 @@ def train(
     $(which cascade) train --manifest M`.
     """
     from builders.recipes import build_command
+    from cli.progress import show_progress
     from training.datasets import DataHashError
     from training.runner import ManifestError, run_cascade
     from training.stopping import NoLearningSignal
 
     try:
-        finals = run_cascade(
-            manifest,
-            stage=stage,
-            resume=resume,
-            lake_path=state.lake_path,
-            show_progress=progress and not getattr(state, "quiet", False),
-            say=lambda line: console.print(line, highlight=False, markup=False),
-            control=control,
-            recipe_command=build_command,
-        )
+        with show_progress(progress):
+            finals = run_cascade(
+                manifest,
+                stage=stage,
+                resume=resume,
+                lake_path=state.lake_path,
+                say=lambda line: console.print(line, highlight=False, markup=False),
+                control=control,
+                recipe_command=build_command,
+            )
     except (ManifestError, DataHashError, NoLearningSignal) as exc:
         raise CascadeError(str(exc)) from None
     for path in finals:

@@ -30,6 +30,7 @@ from curation.verify.rewards import verifier_named
 from curation.verify.table import verify_frame
 from lake.catalog import Lake
 from lake.operators import count_by, decide
+from lake.progress import phase
 from lake.steps import StepResult
 
 DIFFICULTY_TABLE = "difficulty"
@@ -88,29 +89,32 @@ def measure_pass_rates(
     )
     counts = {"planned": 0, "cached": 0, "generated": 0}
     if missing.height:
-        todo = frame.join(missing, on=["_prompt_id", "_reference_hash"], how="semi").unique(
-            ["_prompt_id", "_reference_hash"], keep="first", maintain_order=True
-        )
-        samples, counts = generations_for(
-            todo,
-            sampler,
-            lake=lake,
-            table=generations_table,
-            prompt_column=prompt_column,
-            id_column="id",
-            backend_factory=backend_factory,
-        )
-        measured = _score(samples, todo, verifier, reference_field, tokenizer).with_columns(
-            **{k: pl.lit(v) for k, v in key.items()}, mode=pl.lit(sampler.mode)
-        )
-        lake.commit(
-            DIFFICULTY_TABLE,
-            measured.select(*_KEY, "mode", *MEASURES),
-            kind="difficulty",
-            mode="append",
-            producer="measure_pass_rates",
-            params={**key, "sampler": sampler.model, "k": sampler.k},
-        )
+        known_prompts = wanted.height - missing.height
+        note = f"{missing.height:,} prompts x {sampler.k} samples; {known_prompts:,} known"
+        with phase(f"pass rates {label} ({sampler.model})", note=note):
+            todo = frame.join(missing, on=["_prompt_id", "_reference_hash"], how="semi").unique(
+                ["_prompt_id", "_reference_hash"], keep="first", maintain_order=True
+            )
+            samples, counts = generations_for(
+                todo,
+                sampler,
+                lake=lake,
+                table=generations_table,
+                prompt_column=prompt_column,
+                id_column="id",
+                backend_factory=backend_factory,
+            )
+            measured = _score(samples, todo, verifier, reference_field, tokenizer).with_columns(
+                **{k: pl.lit(v) for k, v in key.items()}, mode=pl.lit(sampler.mode)
+            )
+            lake.commit(
+                DIFFICULTY_TABLE,
+                measured.select(*_KEY, "mode", *MEASURES),
+                kind="difficulty",
+                mode="append",
+                producer="measure_pass_rates",
+                params={**key, "sampler": sampler.model, "k": sampler.k},
+            )
         known = pl.concat([known, measured.select(known.columns)], how="vertical_relaxed")
     columns = known.select(
         pl.col("prompt_id").alias("_prompt_id"),

@@ -1,5 +1,6 @@
-"""The floor: the lake (DuckLake catalog + cascade's versions), file utilities, the step contract
-and the small base operators build their results on (`decide`, `counted`).
+"""The floor: the lake (DuckLake catalog + cascade's versions), file utilities, the step contract,
+the small base operators build their results on (`decide`, `counted`) and the progress
+phases long work reports (`phase`).
 
 Names are imported lazily, so an operator that only needs `StepResult` does not load DuckDB.
 """
@@ -21,6 +22,8 @@ _EXPORTS = {
     "count_by": "operators",
     "counted": "operators",
     "decide": "operators",
+    "Phase": "progress",
+    "phase": "progress",
     "Step": "steps",
     "StepResult": "steps",
     "drop_rows": "steps",

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import polars as pl
 import pyarrow as pa
 
+from lake.progress import phase
 from schemas.dataset_manifest import FunnelStep
 
 if TYPE_CHECKING:  # the runner needs the lake; operators importing StepResult do not
@@ -338,7 +339,8 @@ def run_steps(
             for step in steps:
                 started = time.perf_counter()
                 # a skipped step keeps every row here, never sent to an executor's workers
-                result = step.run(frame) if step.skipped else executor.run(step, frame)
+                with phase(f"step {step.name}", note=f"{frame.height:,} rows in"):
+                    result = step.run(frame) if step.skipped else executor.run(step, frame)
                 _check_accounting(step, frame, result, key)
                 drops.append(drop_rows(result.dropped, input_columns=frame.columns, step=step.name))
                 entry = step_funnel(

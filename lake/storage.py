@@ -17,12 +17,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import polars as pl
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
@@ -37,7 +37,10 @@ S3_SECRET_ENV = "AWS_SECRET_ACCESS_KEY"
 S3_TOKEN_ENV = "AWS_SESSION_TOKEN"
 S3_SETTINGS = ("endpoint", "region", "url_style", "use_ssl")
 
-Data = pa.Table | pl.DataFrame | Iterable[pa.RecordBatch]
+if TYPE_CHECKING:  # polars is imported by whoever hands one in (0.1-0.2 s to import)
+    import polars as pl
+
+    Data = pa.Table | pl.DataFrame | Iterable[pa.RecordBatch]
 
 
 class StorageError(RuntimeError):
@@ -271,11 +274,17 @@ class _HashingSink:
         return False
 
 
+def _is_polars_frame(data: object) -> bool:
+    """Whether `data` is a Polars DataFrame (without importing Polars: none exists before)."""
+    polars = sys.modules.get("polars")
+    return polars is not None and isinstance(data, polars.DataFrame)
+
+
 def as_batches(data: Data) -> Iterator[pa.RecordBatch]:
     """Record batches of a table, a Polars frame or a stream of either (an empty table
     yields one empty batch, so its schema is known)."""
-    if isinstance(data, pl.DataFrame):
-        data = data.to_arrow()
+    if _is_polars_frame(data):
+        data = data.to_arrow()  # type: ignore[union-attr]
     if isinstance(data, pa.Table):
         yield from data.to_batches(max_chunksize=256_000)
         if data.num_rows == 0:
@@ -285,7 +294,7 @@ def as_batches(data: Data) -> Iterator[pa.RecordBatch]:
         yield from data
         return
     for batch in data:
-        if isinstance(batch, pl.DataFrame):
+        if _is_polars_frame(batch):
             batch = batch.to_arrow()
         if isinstance(batch, pa.Table):
             yield from batch.to_batches(max_chunksize=256_000)

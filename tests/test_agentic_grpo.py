@@ -23,7 +23,7 @@ def test_a_grpo_stage_runs_python_tool_episodes(tmp_path: Path) -> None:
     spec = json.loads(manifest.read_text())
     spec["stages"][1]["no_signal_patience"] = 0  # a plumbing check: the tiny model solves little
     manifest.write_text(json.dumps(spec))
-    finals = run_cascade(manifest, show_progress=False, say=lambda _: None)
+    finals = run_cascade(manifest, say=lambda _: None)
     assert [p.name for p in finals] == ["final", "final"]
     log = read_log(tmp_path / "run" / "grpo_python")
     steps = [r for r in log if r["step"] > 0]
@@ -91,7 +91,7 @@ def test_the_stateful_environments_run_in_a_grpo_stage(tmp_path: Path, environme
     }  # fmt: skip
     manifest = tmp_path / "m.json"
     manifest.write_text(json.dumps(spec))
-    finals = run_cascade(manifest, show_progress=False, say=lambda _: None)
+    finals = run_cascade(manifest, say=lambda _: None)
     assert finals[-1] == tmp_path / "run" / "rl" / "final"
     (step,) = [r for r in read_log(tmp_path / "run" / "rl") if r["step"] == 1]
     assert sum(step["end_reasons"].values()) == 4 and step["reward_mean"] == 0.0

@@ -97,7 +97,7 @@ def test_a_trained_model_generates_through_the_hf_backend(tmp_path: Path) -> Non
     data = tmp_path / "chat.jsonl"
     sha = write_jsonl(data, gsm8k_chats(16))
     manifest = tiny_manifest(tmp_path, data, sha, "run", max_steps=2)
-    (final,) = run_cascade(manifest, show_progress=False, say=lambda _: None)
+    (final,) = run_cascade(manifest, say=lambda _: None)
     saved = json.loads((final / "tokenizer_config.json").read_text())
     template = saved.get("chat_template") or (final / "chat_template.jinja").read_text()
     assert template == CHAT_TEMPLATE

@@ -476,7 +476,6 @@ def test_teacher_episodes_land_in_the_lake_scored_and_are_never_paid_for_twice(
             k=2,
             sampling=SamplingParams(1024, 0.6, 0.95),
             limits=EpisodeLimits(max_turns=4, max_total_tokens=16384),
-            show_progress=False,
         )
         assert (report.planned, report.cached, report.generated) == (2, 1, 1)
 
@@ -855,7 +854,6 @@ def test_teacher_episodes_through_a_servers_native_tool_calling(tmp_path, sandbo
             k=1,
             sampling=SamplingParams(256, 0.6, 0.95),
             native_tools=True,
-            show_progress=False,
         )
         assert "<tools>" not in json.dumps(server.requests[0]["messages"])  # tools go in `tools`
     assert (report.generated, report.passed) == (1, 1)
@@ -894,7 +892,6 @@ def test_workplace_and_swe_episodes_from_a_local_hf_teacher(tmp_path, sandbox) -
             k=1,
             sampling=SamplingParams(16, 1.0, 1.0),
             limits=EpisodeLimits(max_turns=2, max_total_tokens=4096),
-            show_progress=False,
         )
         assert report.generated == len(rows)
         episodes = lake.read(f"{name}_episodes").to_pylist()

@@ -132,7 +132,6 @@ def test_trained_teacher_responses_split_into_reasoning_and_answer(
         modes=["think", "no_think"],
         k=2,
         sampling=SamplingParams(max_new_tokens=64, temperature=0.7),
-        show_progress=False,
     )
     assert report.generated == 24
     rows = lake.read("gens").to_pylist()
@@ -170,7 +169,6 @@ def test_generate_to_lake_caches_by_fingerprint(tmp_path: Path, random_teacher: 
         backend_options={"batch_size": 4, "num_threads": 1},
         modes=["think", "no_think"],
         sampling=SamplingParams(max_new_tokens=5, temperature=1.0),
-        show_progress=False,
         chunk_size=4,
     )
     first = generate_to_lake(lake, prompts, k=2, **kwargs)
@@ -226,7 +224,6 @@ def test_a_model_named_apart_from_its_directory_writes_the_same_rows_anywhere(
             modes=["think"],
             k=2,
             sampling=SamplingParams(max_new_tokens=5, temperature=1.0),
-            show_progress=False,
         )
         rows = lake.read("gens").to_pylist()
         assert {r["model"] for r in rows} == {"tiny-teacher@1234abcd"}
@@ -248,7 +245,6 @@ def test_a_model_named_apart_from_its_directory_writes_the_same_rows_anywhere(
             modes=["think"],
             k=2,
             sampling=SamplingParams(max_new_tokens=5, temperature=1.0),
-            show_progress=False,
         )
         rows = lake.read("gens").to_pylist()
         assert not any(str(tmp_path) in json.dumps(r, default=str) for r in rows)
@@ -272,7 +268,6 @@ def test_reasoning_opened_by_the_template_is_stored_as_reasoning(tmp_path: Path)
         modes=["think"],
         k=1,
         sampling=SamplingParams(max_new_tokens=4, temperature=1.0),
-        show_progress=False,
     )
     assert report.generated == 2
     for row in lake.read("gens").to_pylist():

@@ -200,7 +200,6 @@ def test_samples_over_http_equal_in_process_samples(
         k=2,
         sampling=SamplingParams(max_new_tokens=8, temperature=0.9, top_p=0.9, top_k=40),
         seed=11,
-        show_progress=False,
     )
     over_http = Lake(tmp_path / "http")
     report = generate_to_lake(

@@ -87,7 +87,7 @@ def test_killed_run_resumes_with_only_the_missing_generations(
         reference, prompts_from_records(records, origin=str(prompts)), output="gens",
         teacher=Teacher(teacher), backend="hf",
         backend_options={"batch_size": 8, "num_threads": 1}, modes=["think", "no_think"],
-        k=K, sampling=SamplingParams(max_new_tokens=24, temperature=1.0), seed=3, show_progress=False,
+        k=K, sampling=SamplingParams(max_new_tokens=24, temperature=1.0), seed=3,
     )  # fmt: skip
     want = {r["id"]: r["response"] for r in reference.read("gens").to_pylist()}
     assert {r["id"]: r["response"] for r in rows} == want

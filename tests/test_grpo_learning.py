@@ -98,7 +98,6 @@ def test_grpo_raises_held_out_pass_rate_and_a_shuffled_control_does_not(tmp_path
     run_cascade(
         control_manifest,
         stage="grpo",
-        show_progress=False,
         say=lambda _: None,
         reward_fn=shuffled_math_reward,
     )

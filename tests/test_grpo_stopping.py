@@ -215,7 +215,7 @@ def train(manifest: Path, reward_fn) -> list[str]:
     from training.runner import run_cascade
 
     said: list[str] = []
-    run_cascade(manifest, show_progress=False, say=said.append, reward_fn=reward_fn)
+    run_cascade(manifest, say=said.append, reward_fn=reward_fn)
     return said
 
 

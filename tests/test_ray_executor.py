@@ -363,7 +363,7 @@ GENERATE = textwrap.dedent(
         Lake(lake_dir), prompts_from_records(records, origin=prompts), output="gens",
         teacher=Teacher(teacher), backend="hf", backend_options=options,
         modes=["think", "no_think"], k=2, sampling=SamplingParams(max_new_tokens=24, temperature=1.0),
-        seed=3, chunk_size=4, backend_factory=factory, show_progress=False,
+        seed=3, chunk_size=4, backend_factory=factory,
     )
     print(report_json(report), flush=True)
     """
@@ -409,7 +409,7 @@ def test_generation_on_the_workers_resumes_after_the_driver_is_killed(
         reference, prompts_from_records(records[:PROMPTS], origin=str(prompts)), output="gens",
         teacher=Teacher(teacher), backend="hf", backend_options={"batch_size": 8, "num_threads": 1},
         modes=["think", "no_think"], k=K, sampling=SamplingParams(max_new_tokens=24, temperature=1.0),
-        seed=3, show_progress=False,
+        seed=3,
     )  # fmt: skip
     want = {r["id"]: r["response"] for r in reference.read("gens").to_pylist()}
     assert {r["id"]: r["response"] for r in rows} == want

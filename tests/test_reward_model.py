@@ -250,7 +250,7 @@ def test_logged_loss_is_the_bradley_terry_formula_and_micro_batching_does_not_ch
     logs = {}
     for name, extra in runs.items():
         path = manifest(tmp_path, [rm_stage([data], **extra)], out=name)
-        run_cascade(path, show_progress=False, say=lambda _: None)
+        run_cascade(path, say=lambda _: None)
         logs[name] = read_log(tmp_path / name / "rm")
     whole, split = logs["whole"], logs["split_zero2"]
     assert [r["step"] for r in whole] == [0, 1, 2, 3]
@@ -322,7 +322,7 @@ def test_evaluation_per_source_and_category_from_a_lake_table(tmp_path: Path) ->
         [{"ref": f"toy_pairs@{info.version}", "content_hash": info.content_hash}, data]
     )
     path = manifest(tmp_path, [stage])
-    run_cascade(path, lake_path=tmp_path / "lake", show_progress=False, say=lambda _: None)
+    run_cascade(path, lake_path=tmp_path / "lake", say=lambda _: None)
     final = tmp_path / "run" / "rm" / "final"
     result = read_eval(final)
     log = read_log(tmp_path / "run" / "rm")

@@ -50,7 +50,7 @@ def trained(tmp_path_factory) -> tuple[Path, Path]:
     tmp = tmp_path_factory.mktemp("rm")
     data = toy_pairs_file(tmp, problems=60)
     stage = rm_stage([data], max_steps=12)
-    run_cascade(manifest(tmp, [stage]), show_progress=False, say=lambda _: None)
+    run_cascade(manifest(tmp, [stage]), say=lambda _: None)
     return tmp / "run" / "rm" / "final", tmp / data["ref"]
 
 
@@ -271,13 +271,13 @@ def test_grpo_scored_by_the_reward_model_stage_or_over_http_logs_the_same_reward
     tmp_path: Path,
 ) -> None:
     local = rlhf_manifest(tmp_path, "local", "stage:rm")
-    finals = run_cascade(local, show_progress=False, say=lambda _: None)
+    finals = run_cascade(local, say=lambda _: None)
     assert [f.parent.name for f in finals] == ["sft", "rm", "rlhf"]
     rm_dir = tmp_path / "local" / "rm" / "final"
     with RewardServer(SequenceClassifierRM(str(rm_dir), device="cpu"), "rm").start() as server:
         remote = rlhf_manifest(tmp_path, "remote", server.base_url)
         shutil.copytree(tmp_path / "local" / "sft" / "final", tmp_path / "remote" / "sft" / "final")
-        run_cascade(remote, stage="rlhf", show_progress=False, say=lambda _: None)
+        run_cascade(remote, stage="rlhf", say=lambda _: None)
         assert server.scored == 2 * 2 * 2  # steps x prompts x rollouts
     a, b = read_log(tmp_path / "local" / "rlhf"), read_log(tmp_path / "remote" / "rlhf")
     assert [r["step"] for r in a] == [r["step"] for r in b] == [1, 2]

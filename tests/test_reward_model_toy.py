@@ -134,7 +134,7 @@ def test_reward_model_learns_a_checkable_preference_and_a_shuffled_control_does_
     )
     path = tmp_path / "toy_rm.json"
     path.write_text(json.dumps(manifest, indent=2))
-    finals = run_cascade(path, show_progress=False, say=lambda _: None)
+    finals = run_cascade(path, say=lambda _: None)
     assert [f.parent.name for f in finals] == ["sft", "rm", "rm_control"]
 
     run = tmp_path / "run"

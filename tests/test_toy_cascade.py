@@ -72,7 +72,7 @@ def test_every_stage_of_the_toy_cascade_runs_on_data_its_recipe_built(tmp_path: 
 
     manifest = short(pinned, tmp_path)
     with serve_toy_judge():  # swe_rl_2's swe_patch_judge reward asks it
-        finals = run_cascade(manifest, lake_path=lake_path, show_progress=False, say=lambda _: None)
+        finals = run_cascade(manifest, lake_path=lake_path, say=lambda _: None)
     names = [s.name for s in load_manifest(manifest).stages]
     assert [f.parent.name for f in finals] == names
     for stage in load_manifest(manifest).stages:
@@ -90,7 +90,6 @@ def test_every_stage_of_the_toy_cascade_runs_on_data_its_recipe_built(tmp_path: 
         stage="math_rl_1",
         control="shuffled-rewards",
         lake_path=lake_path,
-        show_progress=False,
         say=lambda _: None,
     )
     assert control.parent.name == "math_rl_1.shuffled-rewards"

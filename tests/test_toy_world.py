@@ -157,7 +157,6 @@ def test_mopd_stage_scores_each_domain_with_its_teacher(toy_models, tmp_path: Pa
 
     (same,) = run_cascade(
         mopd_manifest(tmp_path, weak, {"self": "init"}, "same"),
-        show_progress=False,
         say=lambda _: None,
     )
     assert [r["reverse_kl"] for r in read_log(tmp_path / "same" / "mopd")] == [0.0, 0.0, 0.0]
@@ -166,7 +165,6 @@ def test_mopd_stage_scores_each_domain_with_its_teacher(toy_models, tmp_path: Pa
 
     (mixed,) = run_cascade(
         mopd_manifest(tmp_path, weak, {"self": "init", "strong": str(strong)}, "mixed"),
-        show_progress=False,
         say=lambda _: None,
     )
     log = read_log(tmp_path / "mixed" / "mopd")

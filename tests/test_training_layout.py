@@ -59,6 +59,5 @@ def test_each_dataset_hash_is_checked_once(tmp_path: Path, monkeypatch) -> None:
     run_cascade(
         tiny_manifest(tmp_path, data, sha, "run", max_steps=1),
         say=lambda _: None,
-        show_progress=False,
     )
     assert calls == [[data]]

@@ -246,7 +246,7 @@ def test_wrong_file_hash_refuses_before_training(tmp_path: Path) -> None:
         ),
     )
     with pytest.raises(DataHashError) as info:
-        run_cascade(path, show_progress=False, say=lambda _: None)
+        run_cascade(path, say=lambda _: None)
     msg = str(info.value)
     assert "stages[second].datasets[0]" in msg and str(data) in msg
     assert good in msg and wrong in msg

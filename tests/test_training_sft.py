@@ -334,7 +334,7 @@ def test_loss_goes_down_with_deepspeed_zero2(tmp_path: Path) -> None:
     data = tmp_path / "gsm8k_chat.jsonl"
     sha = write_jsonl(data, gsm8k_chats(40))
     manifest = tiny_manifest(tmp_path, data, sha, "run", max_steps=14)
-    run_cascade(manifest, show_progress=False, say=lambda _: None)
+    run_cascade(manifest, say=lambda _: None)
     log = read_log(tmp_path / "run" / "sft1")
     losses = [r["loss"] for r in log]
     assert [r["step"] for r in log] == list(range(1, 15))
@@ -355,7 +355,7 @@ def test_zero_stages_agree_and_final_model_records_provenance(tmp_path: Path) ->
             max_steps=3,
             deepspeed={"zero_stage": zero, "bf16": False},
         )
-        run_cascade(manifest, show_progress=False, say=lambda _: None)
+        run_cascade(manifest, say=lambda _: None)
         logs[zero] = [r["loss"] for r in read_log(tmp_path / f"z{zero}" / "sft1")]
         norms[zero] = [r["grad_norm"] for r in read_log(tmp_path / f"z{zero}" / "sft1")]
     assert logs[0] == pytest.approx(logs[3], rel=1e-4)

@@ -142,7 +142,6 @@ def run_rl_stage(ctx: StageContext) -> StageResult:
         stage.max_steps,
         start_step,
         rank,
-        ctx.show_progress,
         objective.progress,
     ) as log:
         if start_step == 0 and eval_prompts:

@@ -94,9 +94,7 @@ def run_reward_model_stage(ctx: StageContext) -> StageResult:
     last_loss: float | None = None
     final_eval: dict | None = None
     started = time.perf_counter()
-    with StepLog(
-        ctx.stage_dir, stage.name, total_steps, start_step, rank, ctx.show_progress
-    ) as log:
+    with StepLog(ctx.stage_dir, stage.name, total_steps, start_step, rank) as log:
         if start_step == 0 and data.heldout:
             log.write({"step": 0, **log_fields(evaluate(engine, data.heldout, stage, pad, device))})
         for step in range(start_step, total_steps):

@@ -14,9 +14,11 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
+from lake import phase
 from schemas.training_manifest import (
     AnyStage,
     GRPOStage,
@@ -25,6 +27,9 @@ from schemas.training_manifest import (
     TrainingManifest,
 )
 from training.datasets import RecipeCommand, VerifiedRef, verify
+
+if TYPE_CHECKING:  # the stage machinery imports torch: only when a stage runs
+    from training.stage import StageContext, StageResult
 
 
 class ManifestError(ValueError):
@@ -199,7 +204,6 @@ def run_cascade(
     stage: str | None = None,
     resume: bool = False,
     lake_path: str | Path | None = None,
-    show_progress: bool = True,
     say: Callable[[str], None] = print,
     reward_fn: Callable | None = None,
     control: str | None = None,
@@ -243,23 +247,12 @@ def run_cascade(
             eval_dataset=checked[p.stage.name].eval_dataset,
             lake_path=lake_path,
             resume=resume,
-            show_progress=show_progress,
             reward_fn=reward_fn,
             stage_finals=finals_by_name,
             control=control,
         )
-        if isinstance(p.stage, SFTStage):
-            from training.sft import run_sft_stage
-
-            result = run_sft_stage(ctx)
-        elif isinstance(p.stage, RewardModelStage):
-            from training.reward_model import run_reward_model_stage
-
-            result = run_reward_model_stage(ctx)
-        else:
-            from training.grpo import run_rl_stage
-
-            result = run_rl_stage(ctx)
+        with phase(f"stage {p.stage.name} ({p.stage.type})", unit="stages"):
+            result = _run_stage(ctx)
         loss = result.last_loss if result.last_loss is None else round(result.last_loss, 4)
         say(
             f"stage {p.stage.name}: {result.steps} steps, last loss {loss}, "
@@ -269,3 +262,17 @@ def run_cascade(
             say(f"stage {p.stage.name}: {result.summary}")
         finals.append(result.final_dir)
     return finals
+
+
+def _run_stage(ctx: StageContext) -> StageResult:
+    if isinstance(ctx.stage, SFTStage):
+        from training.sft import run_sft_stage
+
+        return run_sft_stage(ctx)
+    if isinstance(ctx.stage, RewardModelStage):
+        from training.reward_model import run_reward_model_stage
+
+        return run_reward_model_stage(ctx)
+    from training.grpo import run_rl_stage
+
+    return run_rl_stage(ctx)

@@ -186,9 +186,7 @@ def run_sft_stage(ctx: StageContext) -> StageResult:
     delay = step_delay()
     last_loss: float | None = None
     started = time.perf_counter()
-    with StepLog(
-        ctx.stage_dir, stage.name, total_steps, start_step, rank, ctx.show_progress
-    ) as log:
+    with StepLog(ctx.stage_dir, stage.name, total_steps, start_step, rank) as log:
         for step in range(start_step, total_steps):
             step_start = time.perf_counter()
             rows = stream.global_batch(step)

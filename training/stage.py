@@ -40,7 +40,6 @@ class StageContext:
     datasets: list[VerifiedRef]  # the stage's references, hash-checked by the runner
     lake_path: str | Path | None = None
     resume: bool = False
-    show_progress: bool = True
     extra_provenance: dict = field(default_factory=dict)
     eval_dataset: VerifiedRef | None = None  # RL stages with `evaluation`
     reward_fn: object | None = None  # RL: replaces the stage's reward (TRL-style callable)

@@ -1,5 +1,5 @@
 """One record per optimizer step: `log.jsonl` (always), TensorBoard (when installed) and a
-progress bar, written by rank 0 only.
+progress phase, written by rank 0 only.
 
 On resume the log is cut back to the checkpoint's step first, so the steps a killed run did
 after its last checkpoint (and will redo) are not listed twice.
@@ -7,13 +7,17 @@ after its last checkpoint (and will redo) are not listed twice.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from types import TracebackType
 
+from lake import Phase, phase
+
 
 class StepLog:
-    """`with StepLog(...) as log: log.write({"step": 1, "loss": ...})`."""
+    """`with StepLog(...) as log: log.write({"step": 1, "loss": ...})`; the steps are also a
+    progress phase (`lake.progress`) showing `bar_field`."""
 
     def __init__(
         self,
@@ -22,7 +26,6 @@ class StepLog:
         total_steps: int,
         start_step: int,
         rank: int,
-        show_progress: bool,
         bar_field: str = "loss",
     ) -> None:
         self.path = stage_dir / "log.jsonl"
@@ -30,10 +33,10 @@ class StepLog:
         self.total_steps = total_steps
         self.start_step = start_step
         self.enabled = rank == 0
-        self.show_progress = show_progress and self.enabled
         self.bar_field = bar_field
         self._tensorboard: object | None = None
-        self._progress: object | None = None
+        self._phase = contextlib.ExitStack()
+        self._shown: Phase | None = None
 
     def __enter__(self) -> StepLog:
         if not self.enabled:
@@ -45,28 +48,10 @@ class StepLog:
             self._tensorboard = SummaryWriter(str(self.path.parent / "tensorboard"))
         except ImportError:  # tensorboard is optional; jsonl is always written
             self._tensorboard = None
-        if self.show_progress:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
-
-            self._progress = Progress(
-                TextColumn(f"[bold]{self.stage_name}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn(f"{self.bar_field} {{task.fields[value]}}"),
-                TimeElapsedColumn(),
-                TimeRemainingColumn(),
-            )
-            self._progress.__enter__()  # type: ignore[attr-defined]
-            self._task = self._progress.add_task(  # type: ignore[attr-defined]
-                self.stage_name, total=self.total_steps, completed=self.start_step, value="-"
-            )
+        self._shown = self._phase.enter_context(
+            phase(f"train {self.stage_name}", self.total_steps, "steps")
+        )
+        self._shown.update(self.start_step)
         return self
 
     def write(self, record: dict) -> None:
@@ -80,10 +65,10 @@ class StepLog:
             for key, value in record.items():
                 if key != "step" and isinstance(value, int | float) and not isinstance(value, bool):
                     self._tensorboard.add_scalar(f"{self.stage_name}/{key}", value, step)  # type: ignore[attr-defined]
-        if self._progress is not None:
+        if self._shown is not None:
             value = record.get(self.bar_field)
-            shown = f"{value:.4f}" if isinstance(value, float) else "-"
-            self._progress.update(self._task, completed=step, value=shown)  # type: ignore[attr-defined]
+            shown = f"{self.bar_field} {value:.4f}" if isinstance(value, float) else None
+            self._shown.update(step, shown)
 
     def __exit__(
         self,
@@ -91,8 +76,7 @@ class StepLog:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._progress is not None:
-            self._progress.__exit__(kind, exc, tb)  # type: ignore[attr-defined]
+        self._phase.close()
         if self._tensorboard is not None:
             self._tensorboard.close()  # type: ignore[attr-defined]
 

@@ -24,6 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from lake.progress import phase
+
 SOURCE = "toy_world"
 
 
@@ -254,7 +256,6 @@ def train_toy_models(
     digits: tuple[int, int] = (1, 2),
     weak: ToyModelSpec = WEAK,
     strong: ToyModelSpec = STRONG,
-    show_progress: bool = False,
 ) -> dict[str, Path]:
     """Train a weak and a strong tiny model on toy SFT chats; return their final dirs.
 
@@ -270,7 +271,7 @@ def train_toy_models(
     """
     problems = toy_problems(train_rows, seed=seed, digits=digits)
     specs = {"weak": weak, "strong": strong}
-    return train_chat_models(out_dir, sft_rows(problems), specs, seed, show_progress)
+    return train_chat_models(out_dir, sft_rows(problems), specs, seed)
 
 
 def train_chat_models(
@@ -278,7 +279,6 @@ def train_chat_models(
     chats: Sequence[dict],
     specs: dict[str, ToyModelSpec],
     seed: int = 0,
-    show_progress: bool = False,
 ) -> dict[str, Path]:
     """Train one tiny model per spec on the same SFT chats (rows with `messages`); return
     {name: final dir}, each a transformers model with its tokenizer and chat template."""
@@ -291,7 +291,8 @@ def train_chat_models(
         manifest = out / f"{name}.json"
         spec_dict = toy_manifest(name, out / "sft.jsonl", content_hash, spec, out, seed)
         manifest.write_text(json.dumps(spec_dict, indent=2))
-        (final,) = run_cascade(manifest, show_progress=show_progress, say=lambda _: None)
+        with phase(f"toy model {name}", unit="models"):
+            (final,) = run_cascade(manifest, say=lambda _: None)
         finals[name] = final
     return finals
 

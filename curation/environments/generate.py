@@ -18,8 +18,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import xxhash
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from curation.environments import environment_named
 from curation.environments.runner import AgentEpisode, EpisodeRunner, EpisodeStart
@@ -28,6 +26,7 @@ from curation.generate.backends import make_backend
 from curation.generate.plan import Teacher, check_samples, model_identity
 from curation.generate.run import ChunkedAppend, cached_ids
 from lake.catalog import Lake
+from lake.progress import phase
 from schemas.environment import EPISODES, Environment, EpisodeLimits
 from schemas.generation import Mode, SamplingParams
 
@@ -157,8 +156,6 @@ def generate_episodes_to_lake(
     chunk_size: int = 64,
     flush_seconds: float = 120.0,
     parents: Sequence[str] = (),
-    console: Console | None = None,
-    show_progress: bool = True,
 ) -> EpisodeReport:
     """Run every missing (row, mode, sample) episode of `teacher` in `environment` into the
     table `output` (see the module docstring)."""
@@ -198,15 +195,6 @@ def generate_episodes_to_lake(
     for job in pending:
         by_model.setdefault(job.model, []).append(job)
     started = time.monotonic()
-    progress = Progress(
-        TextColumn("[bold]episodes[/bold] {task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[passed]} passed"),
-        TimeElapsedColumn(),
-        console=console or Console(stderr=True),
-        disable=not show_progress,
-    )
     append = ChunkedAppend(
         lake,
         output,
@@ -218,23 +206,25 @@ def generate_episodes_to_lake(
         flush_seconds=flush_seconds,
         versions=report.versions,
     )
-    with progress:
-        task = progress.add_task(output, total=len(pending), passed=0)
-        for model, model_jobs in by_model.items():
+    for model, model_jobs in by_model.items():
+        with phase(f"load {model}", unit="models"):
             engine = factory(model)
-            starts = [EpisodeStart(i, {**j.row}, j.mode, j.seed) for i, j in enumerate(model_jobs)]
-            try:
-                with append:
-                    for episode in EpisodeRunner(env, limits).run(
-                        engine, starts, sampling, teacher=teacher, native_tools=native_tools
-                    ):
-                        job = model_jobs[int(episode.key)]
-                        row = episode_row(job, episode, env, engine.name, teacher, sampling)
-                        append.add(row)
-                        report.generated += 1
-                        report.passed += bool(row["passed"])
-                        progress.update(task, advance=1, passed=report.passed)
-            finally:
-                engine.close()
+        starts = [EpisodeStart(i, {**j.row}, j.mode, j.seed) for i, j in enumerate(model_jobs)]
+        name = f"episodes {output} ({model}, {env.name})"
+        try:
+            with append, phase(name, len(model_jobs), "episodes") as shown:
+                passed = 0
+                for episode in EpisodeRunner(env, limits).run(
+                    engine, starts, sampling, teacher=teacher, native_tools=native_tools
+                ):
+                    job = model_jobs[int(episode.key)]
+                    row = episode_row(job, episode, env, engine.name, teacher, sampling)
+                    append.add(row)
+                    report.generated += 1
+                    passed += bool(row["passed"])
+                    shown.advance(note=f"{passed} passed")
+                report.passed += passed
+        finally:
+            engine.close()
     report.seconds = time.monotonic() - started
     return report

@@ -241,7 +241,6 @@ def add_rewrite_turns(
             backend=sampler.backend,
             backend_options=sampler.backend_options or None,
             backend_factory=backend_factory,
-            show_progress=False,
             **settings,
         )
         keys.update(

@@ -18,24 +18,13 @@ from typing import Any
 
 import polars as pl
 import pyarrow as pa
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    ProgressColumn,
-    Task,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
-from rich.text import Text
 
 from curation.generate.backend import Backend
 from curation.generate.backends import make_backend
 from curation.generate.plan import Job, Messages, Teacher, plan_jobs
 from curation.generate.split import split_response
 from lake.catalog import Lake
+from lake.progress import Phase, phase
 from schemas.generation import GENERATIONS, Completion, Mode, SamplingParams
 from schemas.tables import TableContract
 
@@ -58,18 +47,6 @@ class GenerationReport:
     @property
     def tokens_per_second(self) -> float:
         return self.completion_tokens / self.seconds if self.seconds else 0.0
-
-
-class _RateColumn(ProgressColumn):
-    """Samples per second (recent) and completion tokens per second since the model loaded."""
-
-    def render(self, task: Task) -> Text:
-        speed = task.speed or 0.0
-        tokens = task.fields.get("tokens", 0)
-        since = task.fields.get("since")
-        elapsed = time.monotonic() - since if since is not None else 0.0
-        tok_rate = tokens / elapsed if elapsed > 0 else 0.0
-        return Text(f"{speed:.2f} samples/s  {tok_rate:,.0f} tok/s", style="progress.data.speed")
 
 
 def cached_ids(lake: Lake, output: str, candidate_ids: Sequence[str]) -> set[str]:
@@ -187,13 +164,12 @@ def generate_to_lake(
     flush_seconds: float = 120.0,
     parents: Sequence[str] = (),
     producer: str = "cascade generate",
-    console: Console | None = None,
-    show_progress: bool = True,
 ) -> GenerationReport:
     """Generate every missing (prompt, mode, sample) of `teacher` into table `output`.
 
     Models are loaded one at a time (a thinking and a non-thinking model never share the
     GPU). `backend_factory(model)` overrides how a backend is built (tests, custom servers).
+    Loading and generating are progress phases (`lake.progress`).
     """
     jobs = plan_jobs(prompts, teacher, modes=modes, k=k, sampling=sampling, seed=seed)
     done = cached_ids(lake, output, [j.request.key for j in jobs])
@@ -228,30 +204,17 @@ def generate_to_lake(
         by_model.setdefault(job.request.model, []).append(job)
 
     started = time.monotonic()
-    progress = Progress(
-        TextColumn("[bold]generate[/bold] {task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        _RateColumn(),
-        TimeElapsedColumn(),
-        TextColumn("eta"),
-        TimeRemainingColumn(),
-        console=console or Console(stderr=True),
-        disable=not show_progress,
-        speed_estimate_period=60.0,
-    )
-    with progress:
-        task = progress.add_task(output, total=len(pending), tokens=0, since=None)
-        for model, model_jobs in by_model.items():
-            progress.update(task, description=f"{output} ({model})")
+    for model, model_jobs in by_model.items():
+        with phase(f"load {model}", unit="models"):
             engine = factory(model)
-            if model == next(iter(by_model)):  # token rate counted from the first model loaded
-                progress.update(task, since=time.monotonic())
-            try:
-                with append:
-                    _run_model(engine, model_jobs, append, report, progress, task)
-            finally:
-                engine.close()
+        try:
+            with (
+                append,
+                phase(f"generate {output} ({model})", len(model_jobs), "samples") as shown,
+            ):
+                _run_model(engine, model_jobs, append, report, shown)
+        finally:
+            engine.close()
     report.seconds = time.monotonic() - started
     return report
 
@@ -261,9 +224,9 @@ def _run_model(
     jobs: list[Job],
     append: ChunkedAppend,
     report: GenerationReport,
-    progress: Progress,
-    task: Any,
+    shown: Phase,
 ) -> None:
+    tokens_before, started = report.completion_tokens, time.monotonic()
     by_key = {job.request.key: job for job in jobs}
     completions: Iterator[Completion] = engine.generate([job.request for job in jobs])
     try:
@@ -278,7 +241,8 @@ def _run_model(
             report.generated += 1
             report.truncated += int(row["truncated"])
             report.completion_tokens += completion.completion_tokens
-            progress.update(task, advance=1, tokens=report.completion_tokens)
+            tokens = report.completion_tokens - tokens_before
+            shown.advance(note=f"{tokens / (time.monotonic() - started):,.0f} tok/s")
     finally:
         close = getattr(completions, "close", None)
         if close is not None:

@@ -133,7 +133,6 @@ def generations_for(
         backend_factory=backend_factory,
         chunk_size=COMMIT_EVERY,
         flush_seconds=30.0,
-        show_progress=False,
     )
     jobs = plan_jobs(
         prompts,

@@ -77,7 +77,6 @@ def build_tiny_teacher(
             vocab_size=vocab_size,
             special_tokens=[END_OF_TEXT, IM_START, IM_END],
             initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-            show_progress=False,
         ),
     )
     tokenizer = PreTrainedTokenizerFast(

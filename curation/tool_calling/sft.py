@@ -354,7 +354,6 @@ def regenerate_tool_turns(
             backend=sampler.backend,
             backend_options=sampler.backend_options or None,
             backend_factory=backend_factory,
-            show_progress=False,
             **settings,
         )
         keys = {j.prompt_id: j.request.key for j in plan_jobs(prompts, sampler.teacher, **settings)}

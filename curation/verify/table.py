@@ -19,6 +19,9 @@ from curation.verify.result import Verdict
 from curation.verify.rewards import verifier_named
 from lake import StepResult
 from lake.operators import decide
+from lake.progress import phase
+
+VERIFY_CHUNK_ROWS = 512  # rows verified between progress updates (each chunk runs in parallel)
 
 
 def verify_frame(
@@ -44,7 +47,15 @@ def verify_frame(
     reference_field = reference_field or reward.columns[0]
     responses = [r or "" for r in df.get_column(response_field).to_list()]
     field_of = {"reference": reference_field, "kwargs": kwargs_field}
-    verdicts: list[Verdict] = reward.table(df, responses, field_of)  # type: ignore[misc]
+    verdicts: list[Verdict] = []
+    passed = 0
+    with phase(f"verify {kind}", df.height, "rows") as shown:
+        for start in range(0, df.height, VERIFY_CHUNK_ROWS):
+            part = df.slice(start, VERIFY_CHUNK_ROWS)
+            chunk = reward.table(part, responses[start : start + part.height], field_of)  # type: ignore[misc]
+            verdicts += chunk
+            passed += sum(bool(v.passed) for v in chunk)
+            shown.update(len(verdicts), note=f"{passed:,} passed")
     bad = {v.bad_input if v.passed is None else None for v in verdicts}
     if verdicts and len(bad) == 1 and None not in bad:
         field = field_of[bad.pop() or "reference"]
