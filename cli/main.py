@@ -41,6 +41,7 @@ def command_app():
         build,
         decontaminate,
         dedup,
+        evaluate,
         export,
         generate,
         lake,

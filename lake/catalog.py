@@ -71,6 +71,7 @@ import pyarrow as pa
 
 import schemas.difficulty  # noqa: F401  (registers the difficulty table kind)
 import schemas.environment  # noqa: F401  (registers the episodes table kind)
+import schemas.evaluation  # noqa: F401  (registers the evaluations table kind)
 import schemas.generation  # noqa: F401  (registers the generations table kind)
 import schemas.preferences  # noqa: F401  (registers the preference_pairs table kind)
 from lake.leases import LEASE_DIR, WriteLease, dead_writers, file_writer, live_writers

@@ -1,0 +1,236 @@
+"""The benchmarks `cascade eval` scores: for each, the prompt a model sees, the reference its
+verifier reads, and which verifier (a kind of the reward registry).
+
+Items are read where decontamination reads them (`curation.decontaminate.benchmarks`: the
+local jsonl copy in a benchmark directory, else the HF Hub), and an evaluation records the
+same content hash a dataset manifest records for the benchmarks its build was kept apart
+from, so the two can be compared exactly.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from curation.decontaminate.benchmarks import (
+    BENCHMARK_DIR_ENV,
+    BenchmarkSpec,
+    content_hash,
+    resolve_name,
+)
+
+MATH_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
+STDIO_INSTRUCTION = (
+    "Solve the problem in Python 3: read from standard input, write to standard output, and "
+    "give the whole program in one ```python code block."
+)
+FUNCTION_INSTRUCTION = (
+    "Complete the function below in Python 3. Give the whole function, with its imports, in "
+    "one ```python code block."
+)
+
+
+@dataclass(frozen=True)
+class EvalBenchmark:
+    """How one registered benchmark is evaluated: `prompt(record)` is the user turn,
+    `reference(record)` the columns its `verifier` reads (`answer`, `tests`, or IFEval's
+    `instruction_id_list` + `kwargs`), `group` the preset setting it takes (math, code, if)."""
+
+    name: str
+    verifier: str
+    group: str
+    prompt: Callable[[dict[str, Any]], str]
+    reference: Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def _math_prompt(field: str) -> Callable[[dict[str, Any]], str]:
+    return lambda r: f"{r[field]}\n\n{MATH_INSTRUCTION}"
+
+
+def _answer(field: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """The answer of a math item as a string: numbers without a trailing `.0`, lists stored
+    as their Python text (Minerva, OlympiadBench) joined with commas."""
+
+    def read(record: dict[str, Any]) -> dict[str, Any]:
+        value = record[field]
+        if isinstance(value, str) and value.strip().startswith("["):
+            with contextlib.suppress(ValueError, SyntaxError):
+                value = ast.literal_eval(value.strip())
+        if isinstance(value, list):
+            value = ", ".join(str(v).strip() for v in value)
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        return {"answer": str(value).strip()}
+
+    return read
+
+
+def _gsm8k_answer(record: dict[str, Any]) -> dict[str, Any]:
+    return {"answer": str(record["answer"]).split("####")[-1].strip().replace(",", "")}
+
+
+def _stdio_prompt(record: dict[str, Any]) -> str:
+    return f"{str(record['problem']).strip()}\n\n{STDIO_INSTRUCTION}"
+
+
+def _tests(record: dict[str, Any]) -> dict[str, Any]:
+    tests = record["tests"]
+    return {"tests": tests if isinstance(tests, str) else json.dumps(tests)}
+
+
+def _humaneval_prompt(record: dict[str, Any]) -> str:
+    return f"{FUNCTION_INSTRUCTION}\n\n```python\n{record['prompt']}```"
+
+
+def _humaneval_tests(record: dict[str, Any]) -> dict[str, Any]:
+    return {"tests": json.dumps({"test": record["test"], "entry_point": record["entry_point"]})}
+
+
+def _ifeval_reference(record: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "instruction_id_list": list(record["instruction_id_list"]),
+        "kwargs": json.dumps(record["kwargs"]),
+    }
+
+
+EVAL_BENCHMARKS: dict[str, EvalBenchmark] = {
+    b.name: b
+    for b in (
+        EvalBenchmark(
+            "aime24", "math", "math", _math_prompt("problem"), _answer("expected_answer")
+        ),
+        EvalBenchmark(
+            "aime25", "math", "math", _math_prompt("problem"), _answer("expected_answer")
+        ),
+        EvalBenchmark("amc", "math", "math", _math_prompt("problem"), _answer("answer")),
+        EvalBenchmark("math500", "math", "math", _math_prompt("problem"), _answer("answer")),
+        EvalBenchmark("minerva", "math", "math", _math_prompt("problem"), _answer("answer")),
+        EvalBenchmark("olympiadbench", "math", "math", _math_prompt("problem"), _answer("answer")),
+        EvalBenchmark("gsm8k", "math", "math", _math_prompt("question"), _gsm8k_answer),
+        EvalBenchmark("code_contests", "code", "code", _stdio_prompt, _tests),
+        EvalBenchmark("codeforces", "code", "code", _stdio_prompt, _tests),
+        EvalBenchmark("leetcode", "code", "code", lambda r: str(r["problem"]), _tests),
+        EvalBenchmark("humaneval", "code", "code", _humaneval_prompt, _humaneval_tests),
+        EvalBenchmark("ifeval", "if", "if", lambda r: str(r["prompt"]), _ifeval_reference),
+    )
+}
+
+
+@dataclass
+class EvalItems:
+    """A benchmark's items as `evaluate` uses them: `frame` has `item_id`, `prompt` and the
+    reference columns; `content_hash` and `origin` say exactly which items these are."""
+
+    benchmark: EvalBenchmark
+    frame: pl.DataFrame
+    content_hash: str
+    origin: str
+
+    @property
+    def name(self) -> str:
+        return self.benchmark.name
+
+
+def eval_benchmark(name: str) -> EvalBenchmark:
+    """The evaluation entry of a benchmark name or alias; ValueError lists what is known."""
+    try:
+        spec = resolve_name(name)
+    except ValueError:
+        spec = None
+    if spec is None or spec.name not in EVAL_BENCHMARKS:
+        raise ValueError(
+            f"no evaluation for benchmark {name!r}; known: {', '.join(sorted(EVAL_BENCHMARKS))}"
+        )
+    return EVAL_BENCHMARKS[spec.name]
+
+
+def load_items(name: str, local_dir: str | Path | None = None, allow_hub: bool = True) -> EvalItems:
+    """Read a benchmark's items (the local copy in `local_dir` or $CASCADE_BENCHMARK_DIR,
+    else the Hub). Errors name the file and line, or the Hub row, and what is wrong."""
+    benchmark = eval_benchmark(name)
+    spec = resolve_name(benchmark.name)
+    local_dir = local_dir or os.environ.get(BENCHMARK_DIR_ENV)
+    path = Path(local_dir) / spec.local_file if local_dir and spec.local_file else None
+    if path is not None and path.exists():
+        records = [(f"{path}:{n}", r) for n, r in _jsonl(path)]
+        origin = str(path)
+    elif allow_hub:
+        records, origin = _hub_records(spec)
+    else:
+        raise FileNotFoundError(
+            f"benchmark {spec.name!r}: no local copy {spec.local_file!r} in {local_dir} "
+            "and Hub loading is off"
+        )
+    ids, texts, prompts, references = [], [], [], []
+    hub = origin.startswith("hf://")
+    for index, (where, record) in enumerate(records):
+        try:
+            ids.append(_item_id(spec, record, index, hub))
+            texts.append(_text(spec, record, hub))
+            prompts.append(benchmark.prompt(record))
+            references.append(benchmark.reference(record))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"{where}: cannot read this {spec.name} item ({exc!r})") from None
+    if not ids:
+        raise ValueError(f"{origin}: benchmark {spec.name!r} has no items")
+    frame = pl.DataFrame({"item_id": ids, "prompt": prompts}).hstack(
+        pl.DataFrame(references, infer_schema_length=None)
+    )
+    return EvalItems(benchmark, frame, content_hash(ids, texts), origin)
+
+
+def _jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    records = []
+    with path.open(encoding="utf-8") as handle:
+        for line_no, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{line_no}: not valid JSON ({exc.msg})") from None
+            if not isinstance(record, dict):
+                raise ValueError(f"{path}:{line_no}: expected a JSON object")
+            records.append((line_no, record))
+    return records
+
+
+def _hub_records(spec: BenchmarkSpec) -> tuple[list[tuple[str, dict[str, Any]]], str]:
+    if spec.hub_id is None:
+        raise ValueError(f"benchmark {spec.name!r} has no Hub dataset id; give a local directory")
+    import datasets
+
+    try:
+        ds = datasets.load_dataset(
+            spec.hub_id, spec.hub_config, split=spec.hub_split, **dict(spec.hub_kwargs)
+        )
+    except Exception as exc:  # network, auth, missing config: one sentence for the user
+        raise FileNotFoundError(
+            f"benchmark {spec.name!r}: loading {spec.hub_id} from the HF Hub failed "
+            f"({type(exc).__name__}); give a local directory of benchmark jsonl instead"
+        ) from exc
+    origin = f"hf://{spec.hub_id}:{spec.hub_split}"
+    return [(f"{origin} row {i}", dict(r)) for i, r in enumerate(ds)], origin
+
+
+def _item_id(spec: BenchmarkSpec, record: dict[str, Any], index: int, hub: bool) -> str:
+    """The item's id exactly as decontamination names it (so hashes agree)."""
+    field = spec.hub_id_field if hub else spec.id_field
+    if field is not None and record.get(field) is not None:
+        return str(record[field])
+    if field is not None and not hub:
+        raise ValueError(f"missing id field {field!r}")
+    return f"{spec.name}-{index}"
+
+
+def _text(spec: BenchmarkSpec, record: dict[str, Any], hub: bool) -> str:
+    fields = spec.hub_text_fields if hub else spec.text_fields
+    return "\n\n".join(str(record[f]) for f in fields)

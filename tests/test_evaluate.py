@@ -1,0 +1,225 @@
+"""`cascade eval`: exact scores against a scripted server whose right answers are known per
+item and sample, for math, code and instruction following; resumable; rows in the lake;
+settings from presets; training data's decontamination flagged."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import polars as pl
+import pytest
+from scripted_openai import ScriptedServer
+from typer.testing import CliRunner
+
+from curation.evaluate.benchmarks import load_items
+from curation.evaluate.run import (
+    decontamination_status,
+    evaluate,
+    settings_for,
+    training_benchmarks,
+)
+from curation.evaluate.scores import pass_at_k, score_benchmark
+from lake.catalog import Lake
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "shared" / "data" / "benchmarks"
+
+
+def openai(server: ScriptedServer) -> dict:
+    return {"base_url": server.base_url, "api_key_env": None, "concurrency": 4}
+
+
+def test_pass_at_k_and_avg_at_k_with_its_standard_error() -> None:
+    assert pass_at_k(5, 1, 1) == pytest.approx(0.2)
+    assert pass_at_k(4, 2, 2) == pytest.approx(1 - 1 / 6)
+    assert pass_at_k(4, 3, 2) == 1.0 and pass_at_k(4, 0, 4) == 0.0
+    with pytest.raises(ValueError, match="1 <= k <= n"):
+        pass_at_k(2, 1, 3)
+    samples = pl.DataFrame(
+        {
+            "item_id": ["a", "a", "b", "b", "c", "c"],
+            "passed": [True, True, True, None, False, False],
+        }
+    )
+    score = score_benchmark("x", samples)
+    assert (score.items, score.k, score.undecided) == (3, 2, 1)
+    assert score.avg == pytest.approx(0.5)
+    assert score.stderr == pytest.approx(0.5 / math.sqrt(3))  # sd of (1, .5, 0) over sqrt(3)
+    assert score.pass_at_k == pytest.approx(2 / 3)
+    with pytest.raises(ValueError, match="different sample counts"):
+        score_benchmark("x", samples.head(5))
+
+
+def test_presets_hold_the_reports_settings_and_every_value_can_be_overridden() -> None:
+    aime = settings_for("cascade1", "aime24")
+    assert (aime["k"], aime["temperature"], aime["top_p"], aime["mode"]) == (64, 0.6, 0.95, "think")
+    assert settings_for("cascade1", "ifeval")["mode"] == "no_think"
+    assert settings_for("cascade2", "humaneval")["temperature"] == 1.0
+    mine = settings_for("cascade1", "aime24", {"k": 4, "aime24.max_new_tokens": 512})
+    assert (mine["k"], mine["max_new_tokens"]) == (4, 512)
+    other = settings_for("cascade1", "math500", {"aime24.k": 2})
+    assert other["k"] == 8  # an override for one benchmark leaves the others alone
+    with pytest.raises(ValueError, match="unknown evaluation setting 'temprature'"):
+        settings_for("cascade1", "aime24", {"temprature": 1.0})
+    with pytest.raises(ValueError, match="unknown preset 'cascade3'"):
+        settings_for("cascade3", "aime24")
+    with pytest.raises(ValueError, match="no evaluation for benchmark 'mmlu'"):
+        settings_for("cascade1", "mmlu")
+
+
+def test_math_scores_are_exact_resumable_and_queryable(tmp_path: Path) -> None:
+    items = load_items("aime24", BENCHMARKS, allow_hub=False).frame.head(3)
+    answers = dict(zip(items.get_column("prompt"), items.get_column("answer"), strict=True))
+    first, second, third = items.get_column("prompt").to_list()
+
+    def reply(user: str, sample: int) -> str:
+        right = answers[user]
+        if user == first or (user == second and sample == 0):
+            return f"<think>work</think>The answer is $\\boxed{{{right}}}$."
+        return "<think>work</think>The answer is $\\boxed{-1}$."
+
+    lake = Lake(tmp_path / "lake")
+    with ScriptedServer({"policy": reply}) as server:
+        kwargs = dict(
+            backend="openai",
+            backend_options=openai(server),
+            benchmark_dir=BENCHMARKS,
+            overrides={"k": 2, "max_new_tokens": 64},
+            limit=3,
+        )
+        report = evaluate(lake, "policy", ["aime24"], **kwargs)
+        asked = len(server.requests)
+        again = evaluate(lake, "policy", ["aime24"], **kwargs)
+        assert len(server.requests) == asked == 6  # the second run generated nothing
+    (result,) = report.results
+    assert (result.score.items, result.score.k) == (3, 2)
+    assert result.score.avg == pytest.approx(0.5)
+    assert result.score.pass_at_k == pytest.approx(2 / 3)
+    assert result.decontamination == "unknown"  # a served model: no training provenance
+    assert again.results[0].score == result.score
+    rows = lake.sql(
+        "SELECT item_id, sample_index, passed, benchmark_hash, settings FROM evaluations "
+        "ORDER BY item_id, sample_index"
+    ).pl()
+    assert rows.height == 6  # nothing written twice
+    by_item = rows.group_by("item_id", maintain_order=True).agg(pl.col("passed"))
+    assert sorted(map(tuple, by_item.get_column("passed").to_list())) == [
+        (False, False),
+        (True, False),
+        (True, True),
+    ]
+    assert set(rows.get_column("benchmark_hash")) == {result.content_hash}
+    settings = json.loads(rows.get_column("settings")[0])
+    assert (settings["k"], settings["temperature"], settings["limit"]) == (2, 0.6, 3)
+
+
+def test_code_and_instruction_following_are_scored_by_their_verifiers(tmp_path: Path) -> None:
+    bench = tmp_path / "bench"
+    bench.mkdir()
+    problems = [
+        {
+            "problem": "Print the sum of two integers.",
+            "tests": {"inputs": ["1 2\n"], "outputs": ["3\n"]},
+        },
+        {
+            "problem": "Print the product of two integers.",
+            "tests": {"inputs": ["2 5\n"], "outputs": ["10\n"]},
+        },
+    ]
+    (bench / "code_contests_test.jsonl").write_text("".join(json.dumps(p) + "\n" for p in problems))
+    ifeval = [
+        {
+            "key": 1,
+            "prompt": "Describe a cat without commas.",
+            "instruction_id_list": ["punctuation:no_comma"],
+            "kwargs": [{}],
+        },
+        {
+            "key": 2,
+            "prompt": "Describe a dog in lowercase.",
+            "instruction_id_list": ["change_case:english_lowercase"],
+            "kwargs": [{}],
+        },
+    ]
+    (bench / "ifeval.jsonl").write_text("".join(json.dumps(p) + "\n" for p in ifeval))
+
+    def coder(user: str, sample: int) -> str:
+        op = "+" if "sum" in user else "-"  # the product is answered wrongly
+        return f"```python\na, b = map(int, input().split())\nprint(a {op} b)\n```"
+
+    def writer(user: str, sample: int) -> str:
+        return "a calm cat sleeps all day" if "cat" in user else "A Dog, Loud And Happy."
+
+    lake = Lake(tmp_path / "lake")
+    with ScriptedServer({"coder": coder, "writer": writer}) as server:
+        common = dict(backend="openai", backend_options=openai(server), benchmark_dir=bench)
+        code = evaluate(lake, "coder", ["code_contests"], overrides={"k": 1}, **common)
+        follows = evaluate(lake, "writer", ["ifeval"], overrides={"k": 1}, **common)
+        asked = {r["model"]: r for r in server.requests}
+    assert code.results[0].score.avg == pytest.approx(0.5)
+    assert follows.results[0].score.avg == pytest.approx(0.5)
+    assert follows.results[0].settings["mode"] == "no_think"  # IFEval's preset mode
+    assert asked["writer"]["chat_template_kwargs"] == {"enable_thinking": False}
+    assert asked["coder"]["chat_template_kwargs"] == {"enable_thinking": True}
+    verdicts = lake.sql(
+        "SELECT benchmark, verifier, item_id, passed FROM evaluations ORDER BY benchmark, item_id"
+    ).fetchall()
+    assert verdicts == [
+        ("code_contests", "code", "code_contests-0", True),
+        ("code_contests", "code", "code_contests-1", False),
+        ("ifeval", "if", "1", True),
+        ("ifeval", "if", "2", False),
+    ]
+
+
+def test_training_data_not_kept_apart_from_a_benchmark_is_flagged(tmp_path: Path) -> None:
+    lake = Lake(tmp_path / "lake")
+    aime = load_items("aime24", BENCHMARKS, allow_hub=False)
+    math500 = load_items("math500", BENCHMARKS, allow_hub=False)
+    manifests = lake.path / "manifests" / "datasets"
+    for name, used in (("math_sft", [aime]), ("math_rl", [aime, math500])):
+        (manifests / name).mkdir(parents=True)
+        entries = [{"name": b.name, "content_hash": b.content_hash} for b in used]
+        (manifests / name / "v1.json").write_text(json.dumps({"benchmarks": entries}))
+    sft, rl = tmp_path / "sft" / "final", tmp_path / "rl" / "final"
+    for path, ref, start in ((sft, "math_sft@1", "base"), (rl, "math_rl@1", str(sft))):
+        path.mkdir(parents=True)
+        record = {"datasets": [{"ref": ref}], "init_from": start}
+        (path / "trained_on.json").write_text(json.dumps(record))
+
+    chain = training_benchmarks(lake, str(rl))
+    assert [d["ref"] for d in chain] == ["math_rl@1", "math_sft@1"]  # back through the cascade
+    assert decontamination_status(chain, aime) == "clean"
+    assert decontamination_status(chain, math500) == (
+        "CONTAMINATION RISK: not decontaminated in math_sft@1"
+    )
+    assert training_benchmarks(lake, "Qwen/Qwen3-8B") is None
+    (rl / "trained_on.json").write_text(json.dumps({"datasets": [{"ref": "other@2"}]}))
+    assert decontamination_status(training_benchmarks(lake, str(rl)), aime) == (
+        "unknown for other@2 (no manifest)"
+    )
+
+
+def test_cli_prints_the_table_and_json(tmp_path: Path) -> None:
+    from cli.main import command_app
+
+    def reply(user: str, sample: int) -> str:
+        return "<think>x</think>\\boxed{0}"
+
+    with ScriptedServer({"policy": reply}) as server:
+        args = [
+            "--lake", str(tmp_path / "lake"), "eval", "--model", "policy",
+            "--benchmarks", "aime24,gsm8k", "--backend", "openai", "--base-url", server.base_url,
+            "--benchmark-dir", str(BENCHMARKS), "--limit", "2", "--set", "k=1",
+            "--set", "gsm8k.k=2",
+        ]  # fmt: skip
+        shown = CliRunner().invoke(command_app(), args)
+        listed = CliRunner().invoke(command_app(), [*args, "--format", "json"])
+    assert shown.exit_code == 0, shown.output
+    assert "aime24" in shown.output and "gsm8k" in shown.output and "avg@k" in shown.output
+    records = {r["benchmark"]: r for r in json.loads(listed.stdout)}
+    assert records["aime24"]["k"] == 1 and records["gsm8k"]["k"] == 2
+    assert records["gsm8k"]["items"] == 2 and records["gsm8k"]["cached"] == 4
+    bad = CliRunner().invoke(command_app(), [*args[:-4], "--set", "nope=1"])
+    assert bad.exit_code != 0 and "unknown evaluation setting 'nope'" in str(bad.exception)
