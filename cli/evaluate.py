@@ -34,7 +34,10 @@ def eval_command(
         ..., "--model", help="A local checkpoint, a hub id, or a served model's name (openai)."
     ),
     benchmarks: str = typer.Option(
-        ..., "--benchmarks", help="Comma-separated, e.g. aime24,math500,ifeval,humaneval."
+        ...,
+        "--benchmarks",
+        help="Comma-separated: names (aime24,math500,ifeval,humaneval), jsonl files of one's "
+        "own, or lake tables (lake:math_rl_v2_heldout).",
     ),
     preset: str = typer.Option("cascade1", "--preset", help="cascade1 | cascade2."),
     set_: list[str] = typer.Option(

@@ -701,6 +701,24 @@ PolicyStage = SFTStage | GRPOStage | MOPDStage
 AnyStage = SFTStage | GRPOStage | MOPDStage | RewardModelStage
 
 
+class BenchmarkSuite(_Strict):
+    """Benchmarks scored after every stage (`cascade eval`'s settings), so a run shows what each
+    stage gained and what it lost: `<output_dir>/evaluation.json` and the per-stage table."""
+
+    benchmarks: list[str] = Field(
+        min_length=1,
+        description="registered names, jsonl files relative to the manifest, or lake tables "
+        "(`lake:math_rl_v2_heldout`)",
+    )
+    preset: Literal["cascade1", "cascade2"] = "cascade1"
+    settings: dict[str, int | float | str | None] = Field(
+        default_factory=dict, description="overrides: `k`, `max_new_tokens`, `aime24.k`, ..."
+    )
+    benchmark_dir: str | None = Field(None, description="local benchmark jsonl directory")
+    limit: int | None = Field(None, gt=0, description="only each benchmark's first N items")
+    backend: Literal["hf", "vllm"] = "hf"
+
+
 class TrainingManifest(_Strict):
     """A cascade: base model -> stage 1 -> stage 2 -> ..., each from the previous checkpoint."""
 
@@ -716,6 +734,9 @@ class TrainingManifest(_Strict):
     )
     output_dir: str
     stages: list[Stage] = Field(min_length=1)
+    evaluation: BenchmarkSuite | None = Field(
+        None, description="benchmarks scored after every policy stage (`cascade train`)"
+    )
 
     @field_validator("base_model")
     @classmethod

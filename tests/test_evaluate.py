@@ -223,3 +223,101 @@ def test_cli_prints_the_table_and_json(tmp_path: Path) -> None:
     assert records["gsm8k"]["items"] == 2 and records["gsm8k"]["cached"] == 4
     bad = CliRunner().invoke(command_app(), [*args[:-4], "--set", "nope=1"])
     assert bad.exit_code != 0 and "unknown evaluation setting 'nope'" in str(bad.exception)
+
+
+def test_stage_table_marks_changes_and_regressions() -> None:
+    from curation.evaluate.stages import stage_table, with_changes
+
+    rows = [
+        {"stage": "sft", "benchmark": "aime", "score": 0.50, "stderr": 0.02},
+        {"stage": "sft", "benchmark": "ifeval", "score": 0.70, "stderr": 0.02},
+        {"stage": "if_rl", "benchmark": "aime", "score": 0.49, "stderr": 0.02},
+        {"stage": "if_rl", "benchmark": "ifeval", "score": 0.90, "stderr": 0.02},
+        {"stage": "math_rl", "benchmark": "aime", "score": 0.60, "stderr": 0.02},
+        {"stage": "math_rl", "benchmark": "ifeval", "score": 0.80, "stderr": 0.02},
+    ]
+    changes = [(r["change"], r["regression"]) for r in with_changes(rows)]
+    assert changes[:2] == [(None, False), (None, False)]
+    assert changes[2][1] is False  # -1 point is within noise (2 x 2.8 points)
+    assert changes[5][0] == pytest.approx(-0.10) and changes[5][1] is True
+    assert stage_table(rows) == [
+        {"stage": "sft", "aime": "50.0", "ifeval": "70.0"},
+        {"stage": "if_rl", "aime": "49.0 (-1.0)", "ifeval": "90.0 (+20.0)"},
+        {"stage": "math_rl", "aime": "60.0 (+11.0)", "ifeval": "80.0 (-10.0 ▼)"},
+    ]
+
+
+def test_cascade_train_scores_its_suite_after_every_stage(tmp_path: Path) -> None:
+    from test_training_sft import gsm8k_chats, tiny_manifest, write_jsonl
+
+    from cli.main import command_app
+
+    data = tmp_path / "chats.jsonl"
+    sha = write_jsonl(data, gsm8k_chats(24))
+    path = tiny_manifest(tmp_path, data, sha, "run", max_steps=2)
+    spec = json.loads(path.read_text())
+    second = {**spec["stages"][0], "name": "sft2"}
+    spec["stages"].append(second)
+    held_out = [{"problem": f"What is {n} + {n}?", "answer": str(2 * n)} for n in (3, 4, 5)]
+    (tmp_path / "held_out.jsonl").write_text("".join(json.dumps(r) + "\n" for r in held_out))
+    spec["evaluation"] = {
+        "benchmarks": ["held_out.jsonl"],
+        "settings": {"k": 2, "max_new_tokens": 4, "temperature": 1.0},
+        "limit": 2,
+    }
+    path.write_text(json.dumps(spec))
+    lake = str(tmp_path / "lake")
+    result = CliRunner().invoke(command_app(), ["--lake", lake, "train", "--manifest", str(path)])
+    assert result.exit_code == 0, (result.output, result.exception)
+    rows = json.loads((tmp_path / "run" / "evaluation.json").read_text())["rows"]
+    assert [(r["stage"], r["benchmark"], r["items"], r["k"]) for r in rows] == [
+        ("sft1", "held_out", 2, 2),
+        ("sft2", "held_out", 2, 2),
+    ]
+    assert rows[0]["change"] is None
+    assert rows[1]["change"] == pytest.approx(rows[1]["score"] - rows[0]["score"])
+    assert "evaluation after each stage" in result.output and "sft2" in result.output
+    scored = (
+        Lake(lake)
+        .sql("SELECT count(DISTINCT model_identity), count(*) FROM evaluations")
+        .fetchone()
+    )
+    assert scored == (2, 8)  # each stage's model: 2 items x 2 samples
+
+    spec["evaluation"]["benchmarks"] = ["aime2024x"]
+    path.write_text(json.dumps(spec))
+    typo = CliRunner().invoke(command_app(), ["--lake", lake, "train", "--manifest", str(path)])
+    assert typo.exit_code != 0 and "no evaluation for benchmark 'aime2024x'" in str(typo.exception)
+
+
+def test_a_held_out_lake_table_is_a_benchmark(tmp_path: Path) -> None:
+    import pyarrow as pa
+
+    lake = Lake(tmp_path / "lake")
+    held = [
+        {"uid": f"toy-{n}", "problem": f"What is {n} + {n}?", "answer": str(2 * n)}
+        for n in range(4)
+    ]
+    lake.commit("math_heldout", pa.Table.from_pylist(held))
+
+    def reply(user: str, sample: int) -> str:
+        n = int(user.split()[2])
+        return f"<think>add</think>\\boxed{{{2 * n if n % 2 == 0 else 0}}}"
+
+    with ScriptedServer({"toy": reply}) as server:
+        report = evaluate(
+            lake, "toy", ["lake:math_heldout"], backend="openai",
+            backend_options=openai(server), overrides={"k": 1},
+        )  # fmt: skip
+    (result,) = report.results
+    assert (result.score.benchmark, result.score.items, result.score.avg) == (
+        "math_heldout",
+        4,
+        0.5,
+    )
+    assert result.origin == "math_heldout@1"
+    passed = lake.sql("SELECT item_id, passed FROM evaluations ORDER BY item_id").fetchall()
+    assert passed == [("toy-0", True), ("toy-1", False), ("toy-2", True), ("toy-3", False)]
+    lake.commit("bad_heldout", pa.Table.from_pylist([{"uid": "x", "question": "?"}]))
+    with pytest.raises(ValueError, match=r"bad_heldout@1 row 0: a benchmark item needs `problem`"):
+        evaluate(lake, "toy", ["lake:bad_heldout"])

@@ -208,6 +208,7 @@ def run_cascade(
     reward_fn: Callable | None = None,
     control: str | None = None,
     recipe_command: RecipeCommand | None = None,
+    after_stage: Callable[[str, Path], None] | None = None,
 ) -> list[Path]:
     """Run the manifest's stages (or one) in order; return the final model dirs produced.
 
@@ -216,7 +217,8 @@ def run_cascade(
     `training.episode.CONTROLS`) runs the control of every GRPO stage (or of `stage`)
     instead: see `control_plans`. `recipe_command` names the command that builds a missing
     lake table whose reference has no `build` (the CLI passes the recipe registry's
-    `builders.recipes.build_command`).
+    `builders.recipes.build_command`). `after_stage(name, final_dir)` runs after each policy
+    stage, finished now or earlier (the CLI scores the manifest's `evaluation` suite there).
     """
     manifest_path = Path(manifest_path).resolve()
     manifest = load_manifest(manifest_path)
@@ -232,6 +234,8 @@ def run_cascade(
         if resume and (p.stage_dir / "final" / "trained_on.json").is_file():
             say(f"stage {p.stage.name}: already finished ({p.stage_dir / 'final'}), skipping")
             finals.append(p.stage_dir / "final")
+            if after_stage is not None and not isinstance(p.stage, RewardModelStage):
+                after_stage(p.stage.name, p.stage_dir / "final")
             continue
         from training.stage import StageContext  # heavy: only when training
 
@@ -261,6 +265,8 @@ def run_cascade(
         if result.summary:
             say(f"stage {p.stage.name}: {result.summary}")
         finals.append(result.final_dir)
+        if after_stage is not None and not isinstance(p.stage, RewardModelStage):
+            after_stage(p.stage.name, result.final_dir)
     return finals
 
 

@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -26,6 +26,9 @@ from curation.decontaminate.benchmarks import (
     content_hash,
     resolve_name,
 )
+
+if TYPE_CHECKING:
+    from lake.catalog import Lake
 
 MATH_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 STDIO_INSTRUCTION = (
@@ -153,8 +156,12 @@ def eval_benchmark(name: str) -> EvalBenchmark:
 
 
 def load_items(name: str, local_dir: str | Path | None = None, allow_hub: bool = True) -> EvalItems:
-    """Read a benchmark's items (the local copy in `local_dir` or $CASCADE_BENCHMARK_DIR,
-    else the Hub). Errors name the file and line, or the Hub row, and what is wrong."""
+    """Read a benchmark's items: a registered name (the local copy in `local_dir` or
+    $CASCADE_BENCHMARK_DIR, else the Hub) or a `.jsonl` file of one's own (`file_items`;
+    a lake table is `table_items`).
+    Errors name the file and line, or the Hub row, and what is wrong."""
+    if name.endswith(".jsonl"):
+        return file_items(Path(name))
     benchmark = eval_benchmark(name)
     spec = resolve_name(benchmark.name)
     local_dir = local_dir or os.environ.get(BENCHMARK_DIR_ENV)
@@ -182,6 +189,58 @@ def load_items(name: str, local_dir: str | Path | None = None, allow_hub: bool =
     if not ids:
         raise ValueError(f"{origin}: benchmark {spec.name!r} has no items")
     frame = pl.DataFrame({"item_id": ids, "prompt": prompts}).hstack(
+        pl.DataFrame(references, infer_schema_length=None)
+    )
+    return EvalItems(benchmark, frame, content_hash(ids, texts), origin)
+
+
+FILE_KINDS = (("answer", "math"), ("tests", "code"), ("instruction_id_list", "if"))
+"""A benchmark file's verifier, by the reference field its first item has."""
+
+
+def file_items(path: Path) -> EvalItems:
+    """A benchmark of one's own in a jsonl file (see `record_items`), named by its stem."""
+    if not path.is_file():
+        raise FileNotFoundError(f"benchmark file {path} does not exist")
+    records = [(f"{path}:{n}", r) for n, r in _jsonl(path)]
+    return record_items(path.stem, records, str(path))
+
+
+def table_items(lake: Lake, ref: str) -> EvalItems:
+    """A lake table as a benchmark (a recipe's held-out set, `lake:math_rl_v2_heldout`),
+    named by the table; see `record_items`."""
+    info = lake.resolve(ref)
+    rows = lake.read(info.ref).to_pylist()
+    return record_items(
+        info.name, [(f"{info.ref} row {i}", r) for i, r in enumerate(rows)], info.ref
+    )
+
+
+def record_items(name: str, records: list[tuple[str, dict[str, Any]]], origin: str) -> EvalItems:
+    """Items of one's own (held-out sets, a toy world's): `problem` (or `prompt`), sent as
+    written, and the reference of one verifier kind (`answer` math, `tests` code,
+    `instruction_id_list` + `kwargs` if); ids from `uid` or `id` when given."""
+    if not records:
+        raise ValueError(f"{origin}: benchmark {name!r} has no items")
+    where, first = records[0]
+    kinds = [kind for field, kind in FILE_KINDS if first.get(field) is not None]
+    text = "problem" if first.get("problem") is not None else "prompt"
+    if not kinds or first.get(text) is None:
+        raise ValueError(
+            f"{where}: a benchmark item needs `problem` (or `prompt`) and one of "
+            f"{', '.join(f for f, _ in FILE_KINDS)}; it has {sorted(first)}"
+        )
+    reference = {"math": _answer("answer"), "code": _tests, "if": _ifeval_reference}[kinds[0]]
+    benchmark = EvalBenchmark(name, kinds[0], kinds[0], lambda r: str(r[text]), reference)
+    ids, texts, references = [], [], []
+    for where, record in records:
+        try:
+            ids.append(str(record.get("uid") or record.get("id") or f"{name}-{len(ids)}"))
+            texts.append(str(record[text]))
+            references.append(reference(record))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"{where}: cannot read this item ({exc!r})") from None
+    frame = pl.DataFrame({"item_id": ids, "prompt": texts}).hstack(
         pl.DataFrame(references, infer_schema_length=None)
     )
     return EvalItems(benchmark, frame, content_hash(ids, texts), origin)

@@ -21,7 +21,13 @@ import polars as pl
 import xxhash
 
 import schemas.evaluation  # noqa: F401  (registers the evaluations table kind)
-from curation.evaluate.benchmarks import EvalItems, eval_benchmark, load_items
+from curation.evaluate.benchmarks import (
+    EvalBenchmark,
+    EvalItems,
+    eval_benchmark,
+    load_items,
+    table_items,
+)
 from curation.evaluate.scores import BenchmarkScore, score_benchmark
 from curation.generate.backend import Backend
 from curation.generate.plan import model_identity
@@ -96,19 +102,23 @@ PRESET_NOTES = {
 }
 
 
-def settings_for(preset: str, benchmark: str, overrides: dict[str, Any] | None = None) -> dict:
+def settings_for(
+    preset: str, benchmark: str | EvalBenchmark, overrides: dict[str, Any] | None = None
+) -> dict:
     """The sampling settings of one benchmark: the preset's group values, its own, then
     `overrides` (`key` for every benchmark, `benchmark.key` for one)."""
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; known: {', '.join(sorted(PRESETS))}")
+    if isinstance(benchmark, str):
+        benchmark = eval_benchmark(benchmark)
     table = PRESETS[preset]
-    values = {**table[eval_benchmark(benchmark).group], **table.get(benchmark, {})}
+    values = {**table[benchmark.group], **table.get(benchmark.name, {})}
     known = set(Sampler.__dataclass_fields__) - {"model", "backend", "backend_options"}
     for key, value in (overrides or {}).items():
         target, _, name = key.rpartition(".")
         if name not in known:
             raise ValueError(f"unknown evaluation setting {name!r}; known: {sorted(known)}")
-        if target in ("", benchmark):
+        if target in ("", benchmark.name):
             values[name] = value
     return values
 
@@ -157,8 +167,11 @@ def evaluate(
     report = EvalReport(model, identity, preset)
     provenance = training_benchmarks(lake, model)
     for name in benchmarks:
-        items = load_items(name, benchmark_dir, allow_hub)
-        values = settings_for(preset, items.name, overrides)
+        if name.startswith("lake:"):
+            items = table_items(lake, name.removeprefix("lake:"))
+        else:
+            items = load_items(name, benchmark_dir, allow_hub)
+        values = settings_for(preset, items.benchmark, overrides)
         sampler = Sampler(
             model=model, backend=backend, backend_options=backend_options or {}, **values
         )
