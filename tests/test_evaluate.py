@@ -283,6 +283,25 @@ def test_cascade_train_scores_its_suite_after_every_stage(tmp_path: Path) -> Non
         .fetchone()
     )
     assert scored == (2, 8)  # each stage's model: 2 items x 2 samples
+    stages = (
+        Lake(lake)
+        .sql("SELECT DISTINCT regexp_extract(model, '/(sft[12])/final$', 1) FROM evaluations")
+        .fetchall()
+    )
+    assert sorted(stages) == [("sft1",), ("sft2",)]  # as the README's query names them
+    lost = (
+        Lake(lake)
+        .sql(
+            "SELECT item_id FROM evaluations GROUP BY item_id "
+            "HAVING count_if(passed AND model LIKE '%/sft1/final') > 0 "
+            "AND count_if(passed AND model LIKE '%/sft2/final') = 0"
+        )
+        .fetchall()
+    )
+    verdicts = Lake(lake).sql("SELECT item_id, model, passed FROM evaluations").fetchall()
+    right = {(i, m.split("/")[-2]) for i, m, p in verdicts if p}
+    expected = {i for i, stage in right if stage == "sft1" and (i, "sft2") not in right}
+    assert {i for (i,) in lost} == expected
 
     spec["evaluation"]["benchmarks"] = ["aime2024x"]
     path.write_text(json.dumps(spec))

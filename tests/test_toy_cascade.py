@@ -85,6 +85,22 @@ def test_every_stage_of_the_toy_cascade_runs_on_data_its_recipe_built(tmp_path: 
         if stage.type == "grpo":
             assert "eval_reward_mean" in log[0] and "signal_groups" in log[-1]
 
+    # the committed evaluation suite reads the held-out tables these recipes built
+    from curation.evaluate.run import evaluate
+
+    suite = committed["evaluation"]
+    report = evaluate(
+        Lake(lake_path),
+        str(finals[-1]),
+        suite["benchmarks"],
+        overrides={**suite["settings"], "k": 1, "max_new_tokens": 8},
+        limit=3,
+    )
+    assert [(r.score.items, r.score.k) for r in report.results] == [(3, 1)] * 3
+    # held-out splits are kept apart by prompt id, not by benchmark decontamination: said so
+    risk = "CONTAMINATION RISK: not decontaminated in swe_rl@1, swe_rl_short@1, code_rl@1 and "
+    assert [r.decontamination[: len(risk)] for r in report.results] == [risk] * 3
+
     (control,) = run_cascade(
         manifest,
         stage="math_rl_1",

@@ -98,9 +98,10 @@ def _humaneval_tests(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def _ifeval_reference(record: dict[str, Any]) -> dict[str, Any]:
+    kwargs = record["kwargs"]
     return {
         "instruction_id_list": list(record["instruction_id_list"]),
-        "kwargs": json.dumps(record["kwargs"]),
+        "kwargs": kwargs if isinstance(kwargs, str) else json.dumps(kwargs),
     }
 
 

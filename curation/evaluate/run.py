@@ -320,10 +320,17 @@ def decontamination_status(provenance: list[dict[str, Any]] | None, items: EvalI
     if unchecked or other:
         parts = []
         if unchecked:
-            parts.append(f"not decontaminated in {', '.join(unchecked)}")
+            parts.append(f"not decontaminated in {_some(unchecked)}")
         if other:
-            parts.append(f"checked against other items in {', '.join(other)}")
+            parts.append(f"checked against other items in {_some(other)}")
         return "CONTAMINATION RISK: " + "; ".join(parts)
     if unknown:
-        return f"unknown for {', '.join(unknown)} (no manifest)"
+        return f"unknown for {_some(unknown)} (no manifest)"
     return "clean"
+
+
+def _some(refs: list[str], shown: int = 3) -> str:
+    """Distinct refs in order, the first `shown` named: `a@1, b@1, c@1 and 4 more`."""
+    distinct = list(dict.fromkeys(refs))
+    more = len(distinct) - shown
+    return ", ".join(distinct[:shown]) + (f" and {more} more" if more > 0 else "")
