@@ -487,6 +487,7 @@ class GRPOStage(_RLStageBase):
         "if_verifier+reward_model",
         "math_verifier",
         "code_tests",
+        "multiple_choice",
         "swe_patch_similarity",
         "swe_patch_judge",
         "swe_tests",

@@ -340,3 +340,58 @@ def test_a_held_out_lake_table_is_a_benchmark(tmp_path: Path) -> None:
     lake.commit("bad_heldout", pa.Table.from_pylist([{"uid": "x", "question": "?"}]))
     with pytest.raises(ValueError, match=r"bad_heldout@1 row 0: a benchmark item needs `problem`"):
         evaluate(lake, "toy", ["lake:bad_heldout"])
+
+
+@pytest.mark.parametrize(
+    ("response", "chosen"),
+    [
+        ("The answer is C.", "C"),
+        ("Answer: (B)", "B"),
+        ("**Answer:** D", "D"),
+        ("so the correct option is A", "A"),
+        ("I think the answer is (E) because", "E"),
+        ("final answer is $\\boxed{C}$", "C"),
+        ("\\boxed{\\text{G}}", "G"),
+        ("Let me see.\n\n(B)", "B"),
+        ("<think>answer is A</think>The answer is D", "D"),
+        ("<think>the answer is A", None),  # cut while thinking
+        ("the answer is a number", None),  # a lowercase word is not a choice
+        ("Answer: Because of X", None),
+        ("So it is J", None),
+        ("Answer: K", None),  # outside A-J
+    ],
+)
+def test_the_chosen_letter_is_read_however_it_is_stated(response: str, chosen: str) -> None:
+    from curation.verify.choice import extract_choice
+
+    assert extract_choice(response) == chosen
+
+
+def test_multiple_choice_benchmarks_shuffle_once_and_score_letters(tmp_path: Path) -> None:
+    from curation.evaluate.benchmarks import EVAL_BENCHMARKS
+    from curation.verify.choice import verify_choice
+
+    assert verify_choice("Answer: E", "E", options=4).passed is False  # only A-D exist
+    assert verify_choice("Answer: C", "c").passed is True
+    assert verify_choice("Answer: C", "42").bad_input == "reference"
+    gpqa = EVAL_BENCHMARKS["gpqa_diamond"]
+    record = {
+        "Record ID": "rec1", "Question": "Which is a noble gas?", "Correct Answer": "Neon",
+        "Incorrect Answer 1": "Iron", "Incorrect Answer 2": "Sodium", "Incorrect Answer 3": "Carbon",
+    }  # fmt: skip
+    prompt, letter = gpqa.prompt(record), gpqa.reference(record)["correct_choice"]
+    assert prompt == gpqa.prompt(dict(record)) and f"{letter}) Neon" in prompt
+    assert sorted(line[0] for line in prompt.splitlines() if line[1:3] == ") ") == list("ABCD")
+
+    items = [
+        {"id": "q1", "problem": "2+2? A) 3 B) 4", "correct_choice": "B"},
+        {"id": "q2", "problem": "Sky? A) blue B) green", "correct_choice": "A"},
+    ]
+    (tmp_path / "mc.jsonl").write_text("".join(json.dumps(r) + "\n" for r in items))
+    with ScriptedServer({"m": lambda user, sample: "<think>hm</think>Answer: B"}) as server:
+        report = evaluate(
+            Lake(tmp_path / "lake"), "m", [str(tmp_path / "mc.jsonl")], backend="openai",
+            backend_options=openai(server), overrides={"k": 1},
+        )  # fmt: skip
+    (result,) = report.results
+    assert (result.score.avg, result.settings["mode"]) == (0.5, "think")

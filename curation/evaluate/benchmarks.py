@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import polars as pl
+import xxhash
 
 from curation.decontaminate.benchmarks import (
     BENCHMARK_DIR_ENV,
@@ -97,6 +98,29 @@ def _humaneval_tests(record: dict[str, Any]) -> dict[str, Any]:
     return {"tests": json.dumps({"test": record["test"], "entry_point": record["entry_point"]})}
 
 
+CHOICE_INSTRUCTION = "Answer with the letter of the correct option, ending with `Answer: X`."
+
+
+def _gpqa_options(record: dict[str, Any]) -> tuple[list[str], str]:
+    """GPQA's four answers in an order fixed by the item (a hash of its id and each answer),
+    so every run and every model sees the same letters; and the correct one's letter."""
+    correct = str(record["Correct Answer"]).strip()
+    answers = [correct, *(str(record[f"Incorrect Answer {i}"]).strip() for i in (1, 2, 3))]
+    key = str(record.get("Record ID", record["Question"]))
+    ordered = sorted(answers, key=lambda a: xxhash.xxh3_64_hexdigest(f"{key}\0{a}".encode()))
+    return ordered, "ABCD"[ordered.index(correct)]
+
+
+def _gpqa_prompt(record: dict[str, Any]) -> str:
+    options, _ = _gpqa_options(record)
+    lines = "\n".join(f"{letter}) {text}" for letter, text in zip("ABCD", options, strict=True))
+    return f"{str(record['Question']).strip()}\n\n{lines}\n\n{CHOICE_INSTRUCTION}"
+
+
+def _gpqa_reference(record: dict[str, Any]) -> dict[str, Any]:
+    return {"correct_choice": _gpqa_options(record)[1]}
+
+
 def _ifeval_reference(record: dict[str, Any]) -> dict[str, Any]:
     kwargs = record["kwargs"]
     return {
@@ -124,6 +148,7 @@ EVAL_BENCHMARKS: dict[str, EvalBenchmark] = {
         EvalBenchmark("leetcode", "code", "code", lambda r: str(r["problem"]), _tests),
         EvalBenchmark("humaneval", "code", "code", _humaneval_prompt, _humaneval_tests),
         EvalBenchmark("ifeval", "if", "if", lambda r: str(r["prompt"]), _ifeval_reference),
+        EvalBenchmark("gpqa_diamond", "choice", "choice", _gpqa_prompt, _gpqa_reference),
     )
 }
 
@@ -195,7 +220,12 @@ def load_items(name: str, local_dir: str | Path | None = None, allow_hub: bool =
     return EvalItems(benchmark, frame, content_hash(ids, texts), origin)
 
 
-FILE_KINDS = (("answer", "math"), ("tests", "code"), ("instruction_id_list", "if"))
+FILE_KINDS = (
+    ("correct_choice", "choice"),
+    ("answer", "math"),
+    ("tests", "code"),
+    ("instruction_id_list", "if"),
+)
 """A benchmark file's verifier, by the reference field its first item has."""
 
 
@@ -231,7 +261,12 @@ def record_items(name: str, records: list[tuple[str, dict[str, Any]]], origin: s
             f"{where}: a benchmark item needs `problem` (or `prompt`) and one of "
             f"{', '.join(f for f, _ in FILE_KINDS)}; it has {sorted(first)}"
         )
-    reference = {"math": _answer("answer"), "code": _tests, "if": _ifeval_reference}[kinds[0]]
+    reference = {
+        "math": _answer("answer"),
+        "code": _tests,
+        "if": _ifeval_reference,
+        "choice": lambda r: {"correct_choice": str(r["correct_choice"]).strip()},
+    }[kinds[0]]
     benchmark = EvalBenchmark(name, kinds[0], kinds[0], lambda r: str(r[text]), reference)
     ids, texts, references = [], [], []
     for where, record in records:

@@ -14,6 +14,7 @@ table has a `verifier`: the short name `cascade verify --kind` and
 | `math_verifier` (math)     | answer             | 1 if the last `\\boxed{}` after `</think>`      |
 |                            |                    | matches, else 0                                 |
 | `code_tests` (code)        | tests              | 1 only if every test passes, else 0             |
+| `multiple_choice` (choice) | correct_choice     | 1 if the chosen letter after `</think>` is it   |
 | `if_verifier` (if)         | instruction_id_list, kwargs | 1 if every instruction is followed, else 0 |
 | `if_verifier+reward_model` | as if_verifier     | 1 + sigmoid(z) when the verifier passes (z: the |
 |                            |                    | RM's score z-normalized over the group), else 0 |
@@ -51,6 +52,7 @@ from typing import Any
 
 import polars as pl
 
+from curation.verify.choice import choice_reward
 from curation.verify.code import code_reward
 from curation.verify.columns import column_values, instruction_inputs
 from curation.verify.ifeval import ifeval_reward
@@ -120,6 +122,13 @@ def _math_table(df: pl.DataFrame, responses: list[str], fields: dict[str, str]) 
     )
 
 
+def _choice_table(df: pl.DataFrame, responses: list[str], fields: dict[str, str]) -> list[Verdict]:
+    from curation.verify.choice import verify_choice
+
+    references = column_values(df, fields["reference"])
+    return [verify_choice(r, ref) for r, ref in zip(responses, references, strict=True)]
+
+
 def _code_table(df: pl.DataFrame, responses: list[str], fields: dict[str, str]) -> list[Verdict]:
     from curation.verify.code import verify_code_batch
 
@@ -171,6 +180,14 @@ REWARDS: dict[str, Reward] = {
             "binary: 1 only if the last code block passes every test, else 0",
             verifier="code",
             table=_code_table,
+        ),
+        Reward(
+            "multiple_choice",
+            choice_reward,
+            ("correct_choice",),
+            "binary: 1 if the letter chosen after </think> is `correct_choice`, else 0",
+            verifier="choice",
+            table=_choice_table,
         ),
         Reward(
             "if_verifier",
