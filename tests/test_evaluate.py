@@ -395,3 +395,44 @@ def test_multiple_choice_benchmarks_shuffle_once_and_score_letters(tmp_path: Pat
         )  # fmt: skip
     (result,) = report.results
     assert (result.score.avg, result.settings["mode"]) == (0.5, "think")
+
+
+def test_a_dataset_report_shows_scores_of_models_trained_on_it(tmp_path: Path) -> None:
+    import pyarrow as pa
+
+    from builders.publish.report import gather_report, render_report
+
+    lake = Lake(tmp_path / "lake")
+    lake.commit("math_sft", pa.Table.from_pylist([{"uid": "a", "problem": "1+1", "answer": "2"}]))
+    lake.commit("other", pa.Table.from_pylist([{"uid": "b", "problem": "2+2", "answer": "4"}]))
+    sft, rl = tmp_path / "sft" / "final", tmp_path / "rl" / "final"
+    for path, ref, start in ((sft, "math_sft@1", "base"), (rl, "other@1", str(sft))):
+        path.mkdir(parents=True)
+        (path / "trained_on.json").write_text(
+            json.dumps({"datasets": [{"ref": ref}], "init_from": start})
+        )
+        (path / "model.safetensors").write_text(ref)  # weights of their own: two identities
+    held = [
+        {"id": f"h{n}", "problem": f"What is {n} + {n}?", "answer": str(2 * n)} for n in range(4)
+    ]
+    (tmp_path / "held.jsonl").write_text("".join(json.dumps(r) + "\n" for r in held))
+
+    def reply(user: str, sample: int) -> str:
+        n = int(user.split()[2])
+        return f"\\boxed{{{2 * n if n < 3 else -1}}}"
+
+    with ScriptedServer({str(rl): reply, str(sft): lambda u, s: "\\boxed{-1}"}) as server:
+        for model in (str(sft), str(rl)):
+            evaluate(
+                lake, model, [str(tmp_path / "held.jsonl")], backend="openai",
+                backend_options=openai(server), overrides={"k": 1},
+            )  # fmt: skip
+    data = gather_report(lake, "math_sft@1")
+    assert [(e.model, e.score.benchmark, e.score.avg) for e in data.evaluations] == [
+        (str(rl), "held", 0.75),  # trained on other@1, starting from the model trained on it
+        (str(sft), "held", 0.0),
+    ]
+    html = render_report(data)
+    assert "Models trained on this data" in html and "75.0" in html
+    assert gather_report(lake, "other@1").evaluations[0].model == str(rl)  # not the SFT model
+    assert len(gather_report(lake, "other@1").evaluations) == 1

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import jinja2
@@ -38,6 +38,9 @@ from builders.publish.manifest_file import ManifestFile, find_manifest, manifest
 from builders.publish.math_markup import render_math
 from lake import Lake, VersionInfo
 from schemas.dataset_manifest import DatasetManifest, FunnelStep
+
+if TYPE_CHECKING:
+    from curation.evaluate.run import TrainedScore
 
 KEPT_SAMPLES = 40
 DROPPED_SAMPLES = 12  # per (step, reason)
@@ -85,6 +88,7 @@ class ReportData:
     kept: list[RowSample]
     dropped: list[DropGroup]
     benchmark_notes: dict[str, str]
+    evaluations: list[TrainedScore] = field(default_factory=list)
 
     @property
     def dropped_total(self) -> int:
@@ -104,6 +108,8 @@ def gather_report(
     dropped_samples: int = DROPPED_SAMPLES,
 ) -> ReportData:
     """Read what the report shows about `ref` (name or name@N) from the lake and manifest."""
+    from curation.evaluate.run import scores_of_models_trained_on  # the verifiers: when used
+
     info = lake.resolve(ref)
     found = find_manifest(lake, info, manifest, search)
     pins = _build_pins(info, found)
@@ -139,6 +145,7 @@ def gather_report(
             kept=_kept_sample(con, info, kept_samples),
             dropped=_dropped_sample(con, drops_by_reason, funnel, dropped_samples, benchmarks),
             benchmark_notes=benchmarks.problems,
+            evaluations=scores_of_models_trained_on(lake, info.ref),
         )
     finally:
         con.close()

@@ -249,26 +249,60 @@ def _evaluate_one(
     )
 
 
+@dataclass(frozen=True)
+class TrainedScore:
+    """A model in the `evaluations` table whose training data included a given dataset."""
+
+    model: str
+    score: BenchmarkScore
+    settings_key: str
+
+
+def scores_of_models_trained_on(lake: Lake, ref: str) -> list[TrainedScore]:
+    """Every evaluation in the lake of a local model whose training chain (`trained_on.json`,
+    back through each stage's starting model) used the dataset version `ref`."""
+    if not lake.has(EVALUATIONS_TABLE):
+        return []
+    models = [m for (m,) in lake.sql(f"SELECT DISTINCT model FROM {EVALUATIONS_TABLE}").fetchall()]
+    trained = [m for m in models if ref in _trained_refs(m)]
+    if not trained:
+        return []
+    rows = (
+        lake.scan(EVALUATIONS_TABLE)
+        .filter(pl.col("model").is_in(trained))
+        .select("model", "benchmark", "settings_key", "item_id", "passed", "id")
+        .unique("id")
+        .collect()
+    )
+    found = []
+    for (model, benchmark, key), group in rows.group_by(
+        "model", "benchmark", "settings_key", maintain_order=True
+    ):
+        found.append(TrainedScore(str(model), score_benchmark(str(benchmark), group), str(key)))
+    return sorted(found, key=lambda s: (s.model, s.score.benchmark))
+
+
+def _trained_refs(model: str) -> list[str]:
+    refs, path, seen = [], Path(model), set()
+    while (path / "trained_on.json").is_file() and path.resolve() not in seen:
+        seen.add(path.resolve())
+        record = json.loads((path / "trained_on.json").read_text())
+        refs += [d["ref"] for d in record.get("datasets", [])]
+        path = Path(str(record.get("init_from") or ""))
+    return refs
+
+
 def training_benchmarks(lake: Lake, model: str) -> list[dict[str, Any]] | None:
     """What the datasets a local model was trained on were decontaminated against: one
     record per dataset (`ref`, and `benchmarks`: {name: content hash}, None when the
     dataset's manifest is not in the lake's manifests/). None when the model has no training
     provenance here (a hub id, a served model, a model trained elsewhere). Follows each
     stage's starting model back through the cascade."""
-    path = Path(model)
-    if not (path / "trained_on.json").is_file():
+    if not (Path(model) / "trained_on.json").is_file():
         return None
-    found: list[dict[str, Any]] = []
-    seen: set[Path] = set()
-    while (path / "trained_on.json").is_file() and path.resolve() not in seen:
-        seen.add(path.resolve())
-        record = json.loads((path / "trained_on.json").read_text())
-        for dataset in record.get("datasets", []):
-            found.append(
-                {"ref": dataset["ref"], "benchmarks": _manifest_benchmarks(lake, dataset["ref"])}
-            )
-        path = Path(str(record.get("init_from") or ""))
-    return found
+    return [
+        {"ref": ref, "benchmarks": _manifest_benchmarks(lake, ref)} for ref in _trained_refs(model)
+    ]
 
 
 def _manifest_benchmarks(lake: Lake, ref: str) -> dict[str, str] | None:
