@@ -55,6 +55,7 @@ def test_presets_hold_the_reports_settings_and_every_value_can_be_overridden() -
     aime = settings_for("cascade1", "aime24")
     assert (aime["k"], aime["temperature"], aime["top_p"], aime["mode"]) == (64, 0.6, 0.95, "think")
     assert settings_for("cascade1", "ifeval")["mode"] == "no_think"
+    assert settings_for("cascade1", "ifbench")["mode"] == "think"
     assert settings_for("cascade2", "humaneval")["temperature"] == 1.0
     mine = settings_for("cascade1", "aime24", {"k": 4, "aime24.max_new_tokens": 512})
     assert (mine["k"], mine["max_new_tokens"]) == (4, 512)

@@ -59,11 +59,12 @@ def test_schema_asks_for_the_clients_the_kind_takes(name: str) -> None:
 
 
 def test_kinds_that_verify_tables_and_their_references() -> None:
-    assert verifier_kinds() == ("math", "code", "if", "swe")
+    assert verifier_kinds() == ("math", "code", "choice", "if", "swe")
     references = {r.verifier: r.columns[0] for r in REWARDS.values() if r.verifier}
     assert references == {
         "math": "answer",
         "code": "tests",
+        "choice": "correct_choice",
         "if": "instruction_id_list",
         "swe": "patch",
     }

@@ -148,6 +148,7 @@ EVAL_BENCHMARKS: dict[str, EvalBenchmark] = {
         EvalBenchmark("leetcode", "code", "code", lambda r: str(r["problem"]), _tests),
         EvalBenchmark("humaneval", "code", "code", _humaneval_prompt, _humaneval_tests),
         EvalBenchmark("ifeval", "if", "if", lambda r: str(r["prompt"]), _ifeval_reference),
+        EvalBenchmark("ifbench", "if", "if", lambda r: str(r["prompt"]), _ifeval_reference),
         EvalBenchmark("gpqa_diamond", "choice", "choice", _gpqa_prompt, _gpqa_reference),
     )
 }

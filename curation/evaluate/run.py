@@ -61,22 +61,24 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
         "choice": _sampling("think", 0.6, 65536, 8),
         "aime24": {"k": 64},
         "aime25": {"k": 64},
+        "ifbench": {"mode": "think"},
     },
     "cascade2": {
         "math": _sampling("think", 1.0, 131072, 8),
         "code": _sampling("think", 1.0, 131072, 8),
         "if": _sampling("no_think", 0.6, 32768, 8),
         "choice": _sampling("think", 1.0, 131072, 8),
+        "ifbench": {"mode": "think"},
     },
 }
 PRESET_NOTES = {
     "cascade1": "Cascade 1 (recipe 8.1): temperature 0.6, top-p 0.95, 64K budget; AIME avg@64, "
-    "code and GPQA avg@8, IFEval non-thinking at 32K avg@8 (the unified model's setting). "
-    "MATH-500, AMC, Minerva, OlympiadBench and GSM8K are not in the report's table: avg@8, "
-    "ours.",
+    "code and GPQA avg@8, IFEval non-thinking (the unified model's setting) and IFBench "
+    "thinking at 32K avg@8. MATH-500, AMC, Minerva, OlympiadBench and GSM8K are not in the "
+    "report's table: avg@8, ours.",
     "cascade2": "Cascade 2 (recipe 8.4): code thinking at 128K, temperature 1.0, top-p 0.95, "
-    "avg@8; IFEval non-thinking, 0.6 / 0.95 / 32K. Math settings are not stated: the "
-    "knowledge setting (thinking, 1.0 / 0.95 / 128K, as GPQA's) with avg@8, ours.",
+    "avg@8; IFEval non-thinking and IFBench thinking, 0.6 / 0.95 / 32K. Math settings are not "
+    "stated: the knowledge setting (thinking, 1.0 / 0.95 / 128K, as GPQA's) with avg@8, ours.",
 }
 
 

@@ -267,7 +267,7 @@ def verifier_kinds() -> tuple[str, ...]:
     """The verifier names of the kinds that verify tables (`cascade verify --kind`).
 
     >>> verifier_kinds()
-    ('math', 'code', 'if', 'swe')
+    ('math', 'code', 'choice', 'if', 'swe')
     """
     return tuple(r.verifier for r in REWARDS.values() if r.verifier is not None)
 
