@@ -354,6 +354,7 @@ def test_a_held_out_lake_table_is_a_benchmark(tmp_path: Path) -> None:
         ("final answer is $\\boxed{C}$", "C"),
         ("\\boxed{\\text{G}}", "G"),
         ("Let me see.\n\n(B)", "B"),
+        ("Between (A) and (C), I pick (C) here", "C"),
         ("<think>answer is A</think>The answer is D", "D"),
         ("<think>the answer is A", None),  # cut while thinking
         ("the answer is a number", None),  # a lowercase word is not a choice

@@ -3,9 +3,10 @@
 
 Models state their choice in many ways; the letter is read from the most explicit statement
 found, in this order: an "answer is / Answer:" statement, a `\\boxed{}` letter, the final line
-when it is only a letter ("C", "(C)", "**C.**"). A letter outside the question's options
-(`A`-`J`, or fewer when the number of options is known) does not count. A response with no
-readable choice fails with that reason; an unreadable reference is undecided.
+when it is only a letter ("C", "(C)", "**C.**"), the last parenthesized letter ("I pick
+(C)"). A letter outside the question's options (`A`-`J`, or fewer when the number of options
+is known) does not count. A response with no readable choice fails with that reason; an
+unreadable reference is undecided.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ _STATED = re.compile(
     r"(?i:\b(?:answer|choice|option))(?:\s+is)?\s*:?\s*(?:\*\*)?\s*\(?([A-J])\)?(?![A-Za-z0-9])"
 )
 _ALONE = re.compile(r"^[\s*_#>]*\(?\s*([A-J])\s*\)?[.:]?[\s*_]*$")
+_PARENTHESIZED = re.compile(r"\(([A-J])\)")
 _TEXT_BOX = re.compile(r"^\\(?:text|textbf|mathrm)\{\s*([A-J])\s*\}$")
 
 
@@ -46,7 +48,8 @@ def extract_choice(response: str, options: int = len(LETTERS)) -> str | None:
         alone = _ALONE.match(lines[-1])
         if alone and alone.group(1).upper() in valid:
             return alone.group(1).upper()
-    return None
+    named = [m.group(1) for m in _PARENTHESIZED.finditer(text) if m.group(1) in valid]
+    return named[-1] if named else None
 
 
 def verify_choice(response: str, reference: Any, options: int | None = None) -> Verdict:
