@@ -338,6 +338,10 @@ def test_a_held_out_lake_table_is_a_benchmark(tmp_path: Path) -> None:
     assert result.origin == "math_heldout@1"
     passed = lake.sql("SELECT item_id, passed FROM evaluations ORDER BY item_id").fetchall()
     assert passed == [("toy-0", True), ("toy-1", False), ("toy-2", True), ("toy-3", False)]
+    twice = [{"uid": "t", "problem": "1+1?", "answer": "2"}] * 2
+    lake.commit("twice_heldout", pa.Table.from_pylist(twice))
+    with pytest.raises(ValueError, match=r"twice_heldout@1: item ids repeat \(t\)"):
+        evaluate(lake, "toy", ["lake:twice_heldout"])
     lake.commit("bad_heldout", pa.Table.from_pylist([{"uid": "x", "question": "?"}]))
     with pytest.raises(ValueError, match=r"bad_heldout@1 row 0: a benchmark item needs `problem`"):
         evaluate(lake, "toy", ["lake:bad_heldout"])

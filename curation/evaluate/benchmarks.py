@@ -13,6 +13,7 @@ import ast
 import contextlib
 import json
 import os
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -218,7 +219,7 @@ def load_items(name: str, local_dir: str | Path | None = None, allow_hub: bool =
     frame = pl.DataFrame({"item_id": ids, "prompt": prompts}).hstack(
         pl.DataFrame(references, infer_schema_length=None)
     )
-    return EvalItems(benchmark, frame, content_hash(ids, texts), origin)
+    return EvalItems(benchmark, frame, content_hash(_unique(ids, origin), texts), origin)
 
 
 FILE_KINDS = (
@@ -280,7 +281,16 @@ def record_items(name: str, records: list[tuple[str, dict[str, Any]]], origin: s
     frame = pl.DataFrame({"item_id": ids, "prompt": texts}).hstack(
         pl.DataFrame(references, infer_schema_length=None)
     )
-    return EvalItems(benchmark, frame, content_hash(ids, texts), origin)
+    return EvalItems(benchmark, frame, content_hash(_unique(ids, origin), texts), origin)
+
+
+def _unique(ids: list[str], origin: str) -> list[str]:
+    """The ids, when no two items share one (samples are keyed by item)."""
+    repeated = sorted(i for i, n in Counter(ids).items() if n > 1)
+    if repeated:
+        shown = ", ".join(repeated[:5])
+        raise ValueError(f"{origin}: item ids repeat ({shown}); ids must be unique")
+    return ids
 
 
 def _jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
