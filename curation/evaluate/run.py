@@ -185,9 +185,8 @@ def _evaluate_one(
         id_column="id",
         backend_factory=backend_factory,
     )
-    settings = {
-        k: v for k, v in sampler.__dict__.items() if k not in ("backend", "backend_options")
-    }
+    placement = ("model", "backend", "backend_options")  # the model is in rows by identity
+    settings = {k: v for k, v in sampler.__dict__.items() if k not in placement}
     settings["limit"] = limit
     settings_json = json.dumps(settings, sort_keys=True)
     settings_key = xxhash.xxh3_64_hexdigest(settings_json.encode())
