@@ -149,8 +149,8 @@ def build_progress(name: str, recipe, overrides: dict, *, enabled: bool):
         def on_step(entry: FunnelStep) -> None:
             rate = entry.rows_in / entry.seconds if entry.seconds else 0.0
             steps.advance(
-                note=f"last: {entry.step}, {entry.rows_in:,} -> {entry.rows_out:,} rows "
-                f"in {entry.seconds:,.1f}s ({rate:,.0f} rows/s)"
+                note=f"last: {entry.step} {entry.rows_in:,} -> {entry.rows_out:,} rows, "
+                f"{rate:,.0f} rows/s"
             )
 
         yield on_step

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.table import Column
 
 from cli.console import CascadeError, err_console, state
 from lake.progress import PhaseStatus, watching
@@ -68,13 +69,17 @@ class LiveProgress:
     """Every open phase as a row of one rich display (nested phases indented)."""
 
     def __init__(self, console: Console) -> None:
-        self._progress = Progress(
-            TextColumn("{task.description}"),
+        self._progress = Progress(  # names stay whole; the words shrink first
+            TextColumn("{task.description}", table_column=Column(no_wrap=True)),
             BarColumn(bar_width=24),
-            TextColumn("{task.fields[words]}"),
             TimeElapsedColumn(),
+            TextColumn(
+                "{task.fields[words]}",
+                table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1),
+            ),
             console=console,
             transient=True,
+            expand=True,
         )
         self._tasks: dict[int, TaskID] = {}
 

@@ -149,7 +149,9 @@ def test_a_build_without_a_terminal_logs_its_steps(
     result = CliRunner().invoke(command_app(), [*args, "--profile", "demo"])
     assert result.exit_code == 0, result.output
     assert re.search(r"\] build math_rl_v2 \d+/\d+ steps .*> step \w+ \(", result.stderr)
-    assert re.search(r"\] done: build math_rl_v2 (\d+)/\1 steps \(last: \w+, ", result.stderr)
+    assert re.search(
+        r"\] done: build math_rl_v2 (\d+)/\1 steps \(last: \w+ \d+ -> \d+ rows, ", result.stderr
+    )
     assert "\x1b[" not in result.stderr  # plain lines, no cursor control
     quiet = CliRunner().invoke(command_app(), ["--quiet", *args, "--profile", "demo"])
     assert quiet.exit_code == 0 and "build math_rl_v2" not in quiet.stderr
