@@ -78,7 +78,7 @@ def stage_evaluation(manifest: str, control: str | None):
     from schemas.training_manifest import RewardModelStage
 
     out = Path(spec.output_dir)
-    out = out if out.is_absolute() else path.parent / out
+    out = out if out.is_absolute() else (path.parent / out).resolve()
     stages = [s.name for s in spec.stages if not isinstance(s, RewardModelStage)]
     say = lambda line: console.print(line, highlight=False, markup=False)  # noqa: E731
     try:
