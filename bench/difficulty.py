@@ -29,6 +29,44 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 
+def plain_loop(model_dir: Path, rows: list[dict], k: int) -> tuple[float, float]:
+    """The baseline a script written without cascade runs: for each toy problem, for each
+    sample, `model.generate` on that one chat at temperature 1.0 and 96 tokens, then
+    `math_reward` on that one response. Returns (correct samples, seconds)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from curation.verify import math_reward
+
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    # Stop where the backend stops: at the end of the assistant turn.
+    stops = [tokenizer.convert_tokens_to_ids("<|im_end|>"), tokenizer.eos_token_id]
+    started = time.perf_counter()
+    correct = 0.0
+    for row in rows:
+        chat = [{"role": "user", "content": f"{row['problem']} /think"}]
+        text = tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+        encoded = tokenizer(text, return_tensors="pt", add_special_tokens=False)
+        for sample in range(k):
+            torch.manual_seed(sample)
+            with torch.inference_mode():
+                out = model.generate(
+                    **encoded,
+                    do_sample=True,
+                    temperature=1.0,
+                    top_p=1.0,
+                    max_new_tokens=96,
+                    pad_token_id=tokenizer.pad_token_id,
+                    eos_token_id=[s for s in stops if s is not None],
+                )
+            reply = tokenizer.decode(
+                out[0, encoded["input_ids"].shape[1] :], skip_special_tokens=False
+            )
+            correct += math_reward([row["problem"]], [reply], answer=[row["answer"]])[0] or 0
+    return correct, time.perf_counter() - started
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--prompts", type=int, default=64)
@@ -40,13 +78,11 @@ def main() -> None:
 
     import polars as pl
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from builders.worlds.toy_world import toy_problems, train_toy_models
     from curation.difficulty import measure_pass_rates
     from curation.generate.samples import Sampler
     from curation.prompt_ids import prompt_ids
-    from curation.verify import math_reward
     from lake.catalog import Lake
 
     torch.set_num_threads(2)
@@ -78,33 +114,7 @@ def main() -> None:
         ours = time.perf_counter() - started
     ours_rate = result.kept["m_pass_rate"].mean()
 
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
-    # Stop where the backend stops: at the end of the assistant turn.
-    stops = [tokenizer.convert_tokens_to_ids("<|im_end|>"), tokenizer.eos_token_id]
-    started = time.perf_counter()
-    correct = 0
-    for row in rows:
-        chat = [{"role": "user", "content": f"{row['problem']} /think"}]
-        text = tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
-        encoded = tokenizer(text, return_tensors="pt", add_special_tokens=False)
-        for sample in range(args.k):
-            torch.manual_seed(sample)
-            with torch.inference_mode():
-                out = model.generate(
-                    **encoded,
-                    do_sample=True,
-                    temperature=1.0,
-                    top_p=1.0,
-                    max_new_tokens=96,
-                    pad_token_id=tokenizer.pad_token_id,
-                    eos_token_id=[s for s in stops if s is not None],
-                )
-            reply = tokenizer.decode(
-                out[0, encoded["input_ids"].shape[1] :], skip_special_tokens=False
-            )
-            correct += math_reward([row["problem"]], [reply], answer=[row["answer"]])[0] or 0
-    baseline = time.perf_counter() - started
+    correct, baseline = plain_loop(model_dir, rows, args.k)
     samples = args.prompts * args.k
     print(
         f"{samples} samples ({args.prompts} prompts x k={args.k}, toy {args.model} model, CPU): "

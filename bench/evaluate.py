@@ -42,11 +42,10 @@ def main() -> None:
     args = parser.parse_args()
 
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from bench.difficulty import plain_loop
     from builders.worlds.toy_world import toy_problems, train_toy_models
     from curation.evaluate.run import evaluate
-    from curation.verify import math_reward
     from lake.catalog import Lake
 
     torch.set_num_threads(2)
@@ -81,33 +80,7 @@ def main() -> None:
     (result,) = report.results
     assert again.results[0].score == result.score and again.results[0].generated == 0
 
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
-    # Stop where the backend stops: at the end of the assistant turn.
-    stops = [tokenizer.convert_tokens_to_ids("<|im_end|>"), tokenizer.eos_token_id]
-    started = time.perf_counter()
-    correct = 0
-    for row in rows:
-        chat = [{"role": "user", "content": f"{row['problem']} /think"}]
-        text = tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
-        encoded = tokenizer(text, return_tensors="pt", add_special_tokens=False)
-        for sample in range(args.k):
-            torch.manual_seed(sample)
-            with torch.inference_mode():
-                out = model.generate(
-                    **encoded,
-                    do_sample=True,
-                    temperature=1.0,
-                    top_p=1.0,
-                    max_new_tokens=96,
-                    pad_token_id=tokenizer.pad_token_id,
-                    eos_token_id=[s for s in stops if s is not None],
-                )
-            reply = tokenizer.decode(
-                out[0, encoded["input_ids"].shape[1] :], skip_special_tokens=False
-            )
-            correct += math_reward([row["problem"]], [reply], answer=[row["answer"]])[0] or 0
-    baseline = time.perf_counter() - started
+    correct, baseline = plain_loop(model_dir, rows, args.k)
     samples = args.items * args.k
     print(
         f"{samples} samples ({args.items} items x k={args.k}, toy {args.model} model, CPU): "

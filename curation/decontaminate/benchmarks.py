@@ -302,14 +302,14 @@ def load_jsonl_benchmark(path: str | Path, spec: BenchmarkSpec | None = None) ->
     return Benchmark(spec.name, ids, texts, origin=str(path), domain=spec.domain)
 
 
-def load_hub_benchmark(spec: BenchmarkSpec) -> Benchmark:
-    """Load a benchmark from the HF Hub with `datasets.load_dataset` (needs network)."""
+def hub_dataset(spec: BenchmarkSpec) -> Any:
+    """A benchmark's split from the HF Hub with `datasets.load_dataset` (needs network)."""
     if spec.hub_id is None:
         raise ValueError(f"benchmark {spec.name!r} has no Hub dataset id; give a local directory")
     import datasets
 
     try:
-        ds = datasets.load_dataset(
+        return datasets.load_dataset(
             spec.hub_id, spec.hub_config, split=spec.hub_split, **dict(spec.hub_kwargs)
         )
     except Exception as exc:  # network, auth, missing config: one sentence for the user
@@ -317,6 +317,11 @@ def load_hub_benchmark(spec: BenchmarkSpec) -> Benchmark:
             f"benchmark {spec.name!r}: loading {spec.hub_id} from the HF Hub failed "
             f"({type(exc).__name__}); give a local directory of benchmark jsonl instead"
         ) from exc
+
+
+def load_hub_benchmark(spec: BenchmarkSpec) -> Benchmark:
+    """Load a benchmark's ids and texts from the HF Hub (see `hub_dataset`)."""
+    ds = hub_dataset(spec)
     ids: list[str] = []
     texts: list[str] = []
     for index, record in enumerate(ds):

@@ -26,8 +26,10 @@ from curation.decontaminate.benchmarks import (
     BENCHMARK_DIR_ENV,
     BenchmarkSpec,
     content_hash,
+    hub_dataset,
     resolve_name,
 )
+from lake.files import json_lines
 
 if TYPE_CHECKING:
     from lake.catalog import Lake
@@ -195,7 +197,7 @@ def load_items(name: str, local_dir: str | Path | None = None, allow_hub: bool =
     local_dir = local_dir or os.environ.get(BENCHMARK_DIR_ENV)
     path = Path(local_dir) / spec.local_file if local_dir and spec.local_file else None
     if path is not None and path.exists():
-        records = [(f"{path}:{n}", r) for n, r in _jsonl(path)]
+        records = [(f"{path}:{n}", r) for n, r in json_lines(path)]
         origin = str(path)
     elif allow_hub:
         records, origin = _hub_records(spec)
@@ -235,7 +237,7 @@ def file_items(path: Path) -> EvalItems:
     """A benchmark of one's own in a jsonl file (see `record_items`), named by its stem."""
     if not path.is_file():
         raise FileNotFoundError(f"benchmark file {path} does not exist")
-    records = [(f"{path}:{n}", r) for n, r in _jsonl(path)]
+    records = [(f"{path}:{n}", r) for n, r in json_lines(path)]
     return record_items(path.stem, records, str(path))
 
 
@@ -293,36 +295,8 @@ def _unique(ids: list[str], origin: str) -> list[str]:
     return ids
 
 
-def _jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    records = []
-    with path.open(encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{line_no}: not valid JSON ({exc.msg})") from None
-            if not isinstance(record, dict):
-                raise ValueError(f"{path}:{line_no}: expected a JSON object")
-            records.append((line_no, record))
-    return records
-
-
 def _hub_records(spec: BenchmarkSpec) -> tuple[list[tuple[str, dict[str, Any]]], str]:
-    if spec.hub_id is None:
-        raise ValueError(f"benchmark {spec.name!r} has no Hub dataset id; give a local directory")
-    import datasets
-
-    try:
-        ds = datasets.load_dataset(
-            spec.hub_id, spec.hub_config, split=spec.hub_split, **dict(spec.hub_kwargs)
-        )
-    except Exception as exc:  # network, auth, missing config: one sentence for the user
-        raise FileNotFoundError(
-            f"benchmark {spec.name!r}: loading {spec.hub_id} from the HF Hub failed "
-            f"({type(exc).__name__}); give a local directory of benchmark jsonl instead"
-        ) from exc
+    ds = hub_dataset(spec)
     origin = f"hf://{spec.hub_id}:{spec.hub_split}"
     return [(f"{origin} row {i}", dict(r)) for i, r in enumerate(ds)], origin
 
